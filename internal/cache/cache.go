@@ -1,0 +1,398 @@
+// Package cache owns hyp's durable local cache: the write-ahead log that makes an ingest
+// request durable before it is acknowledged, the cache-global ingest sequence, and one Apache
+// Iceberg table per (dataset, source) partition that the log is flushed into. It also owns
+// every rewrite of those tables (compaction, retention) and the incremental scan that sinks
+// read through.
+//
+// Invariants it keeps:
+//   - seqs are strictly increasing in commit order within every partition and never reused,
+//     also after a crash or the loss of any single state file;
+//   - a row acknowledged to a client is in exactly one table after replay, never twice;
+//   - tables hold no delete files, so the live data files are the rows.
+//
+// It never talks to the network and never decides retention policy: callers pass floors.
+package cache
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"bytes"
+	"sync"
+	"time"
+
+	"github.com/apache/iceberg-go/catalog/hadoop"
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/hyp-project/hyp/internal/fsutil"
+	"github.com/hyp-project/hyp/internal/jsonrow"
+	"github.com/hyp-project/hyp/internal/partition"
+	"github.com/hyp-project/hyp/internal/wal"
+)
+
+// ErrLocked means another process owns the cache for writing.
+var ErrLocked = errors.New("the cache is locked by another hyp process (is a daemon running on this home?)")
+
+const (
+	lockFile = "LOCK"
+	seqFile  = "seq.json"
+	walDir   = "wal"
+	// seqBlock is how far ahead seq.json reserves, so the allocator file is written once per
+	// million rows rather than per request.
+	seqBlock = 1 << 20
+	// flushBatchRows bounds memory during a flush of a large backlog.
+	flushBatchRows = 1 << 20
+)
+
+// Options tune a Cache.
+type Options struct {
+	Logger *slog.Logger
+	Now    func() time.Time
+}
+
+// Cache is the writer: one per home, guarded by an exclusive lock file.
+type Cache struct {
+	dir    string
+	log    *slog.Logger
+	now    func() time.Time
+	lock   *fsutil.Lock
+	cat    *hadoop.Catalog
+	wal    *wal.Log
+	tables *tableSet
+
+	mu       sync.Mutex // orders seq allocation with log appends
+	nextSeq  int64
+	reserved int64 // seqs below this may have been issued (seq.json)
+	lastAt   int64 // µs; ingest times never go backwards
+	enc      []byte
+
+	flushMu sync.Mutex
+	pending []wal.Segment // sealed, not yet flushed
+}
+
+// tableSet is the in-memory view of every partition table, shared by the writer and
+// read-only openers.
+type tableSet struct {
+	dir string
+	cat *hadoop.Catalog
+	mu  sync.RWMutex
+	ds  map[string]*dataset
+}
+
+type dataset struct {
+	name  string
+	mu    sync.Mutex // guards types and order
+	types map[string]ColType
+	order []Column
+	parts map[string]*Partition // by source; guarded by tableSet.mu
+}
+
+// Partition is one (dataset, source) table. mu serialises everything that changes which
+// generation or files are current: flush commits, compaction swaps, retention rewrites.
+type Partition struct {
+	Dataset string
+	Source  string
+	dir     string
+
+	mu      sync.Mutex
+	gen     *generation
+	retired []*generation
+}
+
+// Name is the partition's operator-facing name, source=<value>.
+func (p *Partition) Name() string { return partition.Name(p.Source) }
+
+func (d *dataset) resolve(key string, k jsonrow.Kind, raw []byte) (string, ColType) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	name, t := resolve(d.types, key, k, raw)
+	if _, ok := d.types[name]; !ok {
+		d.types[name] = t
+		d.order = append(d.order, Column{Name: name, Type: t})
+	}
+	return name, t
+}
+
+func (d *dataset) learn(cols []Column) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, c := range cols {
+		if _, ok := d.types[c.Name]; !ok {
+			d.types[c.Name] = c.Type
+			d.order = append(d.order, c)
+		}
+	}
+}
+
+// Columns returns the dataset's user columns in first-seen order.
+func (d *dataset) columns() []Column {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.order)
+}
+
+type seqState struct {
+	Reserved int64 `json:"reserved"`
+}
+
+// Open takes the writer lock on dir, loads every partition table, replays the log into the
+// tables and returns a cache ready to ingest.
+func Open(ctx context.Context, dir string, opts Options) (*Cache, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if err := fsutil.MkdirAllSync(dir); err != nil {
+		return nil, err
+	}
+	lk, err := fsutil.TryLock(filepath.Join(dir, lockFile))
+	if errors.Is(err, fsutil.ErrLocked) {
+		return nil, ErrLocked
+	}
+	if err != nil {
+		return nil, err
+	}
+	c := &Cache{dir: dir, log: opts.Logger, now: opts.Now, lock: lk}
+	if err := c.open(ctx); err != nil {
+		if c.wal != nil {
+			_ = c.wal.Close()
+		}
+		lk.Unlock()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cache) open(ctx context.Context) error {
+	ts, err := loadTables(ctx, c.dir, true)
+	if err != nil {
+		return err
+	}
+	c.tables, c.cat = ts, ts.cat
+	lg, sealed, err := wal.Open(filepath.Join(c.dir, walDir))
+	if err != nil {
+		return err
+	}
+	c.wal, c.pending = lg, sealed
+
+	// The next seq must be above everything persisted anywhere, so that losing or
+	// corrupting any one of these sources can never send seqs backwards.
+	high := ts.maxSeq()
+	for _, seg := range sealed {
+		if _, err := wal.Read(seg.Path, func(p []byte) error {
+			rec, err := decodeRecord(p)
+			if err != nil {
+				return nil // a damaged record is reported at flush
+			}
+			high = max(high, rec.lastSeq())
+			c.lastAt = max(c.lastAt, rec.IngestedAt)
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	st, err := readSeqState(filepath.Join(c.dir, seqFile))
+	if err != nil {
+		c.log.Warn("seq allocator file unreadable; continuing above every seq found in the log and tables", "err", err)
+	}
+	c.nextSeq = max(high+1, st.Reserved, 1)
+	if err := c.reserve(c.nextSeq + seqBlock); err != nil {
+		return err
+	}
+	c.lastAt = max(c.lastAt, ts.maxIngestedAt())
+	return c.Flush(ctx)
+}
+
+func readSeqState(path string) (seqState, error) {
+	var st seqState
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return st, nil
+	}
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return seqState{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return st, nil
+}
+
+func (c *Cache) reserve(upTo int64) error {
+	b, _ := json.Marshal(seqState{Reserved: upTo})
+	if err := fsutil.WriteFileAtomic(filepath.Join(c.dir, seqFile), b, 0o644); err != nil {
+		return fmt.Errorf("reserve seqs: %w", err)
+	}
+	c.reserved = upTo
+	return nil
+}
+
+// Close flushes the log into the tables and releases the writer lock.
+func (c *Cache) Close(ctx context.Context) error {
+	err := c.Flush(ctx)
+	if cerr := c.wal.Close(); err == nil {
+		err = cerr
+	}
+	// Segments written after the last flush stay on disk and are replayed at the next open.
+	if uerr := c.lock.Unlock(); err == nil {
+		err = uerr
+	}
+	return err
+}
+
+// Dir is the cache directory.
+func (c *Cache) Dir() string { return c.dir }
+
+// WALSize is the size of the active log segment, for flush triggers.
+func (c *Cache) WALSize() int64 { return c.wal.Size() }
+
+// Flush moves every acknowledged row from the log into the partition tables and releases
+// the log segments it emptied.
+func (c *Cache) Flush(ctx context.Context) error {
+	c.flushMu.Lock()
+	defer c.flushMu.Unlock()
+	seg, ok, err := c.wal.Rotate()
+	if err != nil {
+		return err
+	}
+	if ok {
+		c.pending = append(c.pending, seg)
+	}
+	for len(c.pending) > 0 {
+		if err := c.flushSegment(ctx, c.pending[0]); err != nil {
+			return err
+		}
+		if err := wal.Release(c.pending[0]); err != nil {
+			return err
+		}
+		c.pending = c.pending[1:]
+	}
+	return nil
+}
+
+func (c *Cache) flushSegment(ctx context.Context, seg wal.Segment) error {
+	batches := map[*Partition]*batch{}
+	var order []*Partition
+	rows := 0
+	commit := func() error {
+		defer func() {
+			for _, b := range batches {
+				b.release()
+			}
+			clear(batches)
+			order, rows = order[:0], 0
+		}()
+		for _, p := range order {
+			if err := c.commit(ctx, p, batches[p]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	_, err := wal.Read(seg.Path, func(payload []byte) error {
+		rec, err := decodeRecord(payload)
+		if err != nil {
+			c.log.Error("skipping damaged log record", "segment", seg.Path, "err", err)
+			return nil
+		}
+		ds := c.tables.dataset(rec.Dataset)
+		for _, g := range rec.Groups {
+			p, err := c.tables.partition(ds, g.Source)
+			if err != nil {
+				return err
+			}
+			floor := p.maxSeq()
+			b := batches[p]
+			seq := g.FirstSeq
+			if err := forLines(g.Body, func(line []byte) error {
+				defer func() { seq++ }()
+				if seq <= floor {
+					return nil // already committed before a crash: replay skips it
+				}
+				if b == nil {
+					b = newBatch(ds)
+					batches[p] = b
+					order = append(order, p)
+				}
+				rows++
+				return b.add(line, seq, rec.IngestedAt)
+			}); err != nil {
+				return err
+			}
+			if rows >= flushBatchRows {
+				if err := commit(); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		for _, b := range batches {
+			b.release()
+		}
+		return fmt.Errorf("flush %s: %w", seg.Path, err)
+	}
+	return commit()
+}
+
+func forLines(body []byte, fn func([]byte) error) error {
+	for len(body) > 0 {
+		i := bytes.IndexByte(body, '\n')
+		if i < 0 {
+			i = len(body)
+		}
+		if err := fn(body[:i]); err != nil {
+			return err
+		}
+		body = body[min(i+1, len(body)):]
+	}
+	return nil
+}
+
+// commit appends a batch to its partition's current generation, creating the table or
+// adding columns first when needed.
+func (c *Cache) commit(ctx context.Context, p *Partition, b *batch) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gen == nil {
+		g, err := c.tables.createFirstGeneration(ctx, p, b.cols)
+		if err != nil {
+			return err
+		}
+		p.gen = g
+	} else if cols := b.newColumns(p.gen.columns()); len(cols) > 0 {
+		if err := p.gen.addColumns(ctx, cols); err != nil {
+			return err
+		}
+	}
+	sc, err := table.SchemaToArrowSchema(p.gen.tbl.Schema(), nil, true, false)
+	if err != nil {
+		return err
+	}
+	rec, err := b.record(sc)
+	if err != nil {
+		return fmt.Errorf("partition %s/%s: %w", p.Dataset, p.Name(), err)
+	}
+	defer rec.Release()
+	return p.gen.append(ctx, rec, b.maxSeq)
+}
+
+func (p *Partition) maxSeq() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gen == nil {
+		return 0
+	}
+	return p.gen.maxSeq
+}
+
+// HeadSeq is the highest seq committed to the partition's table.
+func (p *Partition) HeadSeq() int64 { return p.maxSeq() }

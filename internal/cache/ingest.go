@@ -1,0 +1,199 @@
+package cache
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/hyp-project/hyp/internal/jsonrow"
+	"github.com/hyp-project/hyp/internal/partition"
+)
+
+// InputError is bad client input. Kind is the error kind of the ingest API
+// (bad_json, bad_dataset, bad_source, reserved_field); Line is 1-based, 0 if not per line.
+type InputError struct {
+	Kind string
+	Line int
+	Msg  string
+}
+
+func (e *InputError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s: line %d: %s", e.Kind, e.Line, e.Msg)
+	}
+	return e.Kind + ": " + e.Msg
+}
+
+// Result is what an acknowledged request got.
+type Result struct {
+	Accepted int
+	FirstSeq int64
+	LastSeq  int64
+}
+
+// Row is one already-encoded JSON object for a partition, as produced by trusted decoders
+// (OTLP).
+type Row struct {
+	Source string
+	Line   []byte
+}
+
+// reservedPrefix marks hyp's internal columns; user fields may not use it, so a row can
+// never forge its own seq or ingest time.
+const reservedPrefix = "_hyp_"
+
+type groupBuilder struct {
+	source string
+	rows   int
+	body   bytes.Buffer
+}
+
+type grouper struct {
+	groups []*groupBuilder
+	index  map[string]*groupBuilder
+}
+
+func (g *grouper) add(source string, line []byte) {
+	gb := g.index[source]
+	if gb == nil {
+		if g.index == nil {
+			g.index = map[string]*groupBuilder{}
+		}
+		gb = &groupBuilder{source: source}
+		g.index[source] = gb
+		g.groups = append(g.groups, gb)
+	}
+	gb.rows++
+	gb.body.Write(line)
+	gb.body.WriteByte('\n')
+}
+
+// Ingest validates an NDJSON body and makes it durable as one atomic request. source, when
+// not empty, is the partition for every row; otherwise each row's string field "source",
+// else "unknown". Any bad line rejects the whole request and stores nothing.
+func (c *Cache) Ingest(dataset, source string, body []byte) (Result, error) {
+	if !validDataset(dataset) {
+		return Result{}, &InputError{Kind: "bad_dataset", Msg: fmt.Sprintf("dataset name %q must match ^[a-z][a-z0-9_]{0,62}$", dataset)}
+	}
+	if source != "" {
+		if err := partition.ValidateSource(source); err != nil {
+			return Result{}, &InputError{Kind: "bad_source", Msg: err.Error()}
+		}
+	}
+	var (
+		g       grouper
+		sc      jsonrow.Scanner
+		rowSrc  []byte
+		scratch []byte
+	)
+	err := jsonrow.Lines(body, func(lineNo int, line []byte) error {
+		rowSrc = rowSrc[:0]
+		hasSrc := false
+		err := sc.Object(line, func(f jsonrow.Field) error {
+			if len(f.Key) == 0 {
+				return &InputError{Kind: "bad_field", Line: lineNo, Msg: "empty field name"}
+			}
+			if bytes.HasPrefix(f.Key, []byte(reservedPrefix)) {
+				return &InputError{Kind: "reserved_field", Line: lineNo, Msg: fmt.Sprintf("field %q uses the reserved prefix %s", f.Key, reservedPrefix)}
+			}
+			if source == "" && f.Kind == jsonrow.String && string(f.Key) == "source" {
+				var err error
+				rowSrc, err = jsonrow.AppendString(rowSrc[:0], f.Raw)
+				hasSrc = err == nil
+			}
+			return nil
+		})
+		if err != nil {
+			if ie, ok := err.(*InputError); ok {
+				return ie
+			}
+			msg := err.Error()
+			if le, ok := err.(*jsonrow.LineError); ok {
+				msg = le.Msg
+			}
+			return &InputError{Kind: "bad_json", Line: lineNo, Msg: msg}
+		}
+		src := source
+		if src == "" {
+			src = partition.Unknown
+			if hasSrc && len(rowSrc) > 0 {
+				if err := partition.ValidateSource(string(rowSrc)); err != nil {
+					return &InputError{Kind: "bad_source", Line: lineNo, Msg: err.Error()}
+				}
+				scratch = append(scratch[:0], rowSrc...)
+				src = string(scratch)
+			}
+		}
+		g.add(src, line)
+		return nil
+	})
+	if err != nil {
+		if ie, ok := err.(*InputError); ok {
+			return Result{}, ie
+		}
+		if le, ok := err.(*jsonrow.LineError); ok {
+			return Result{}, &InputError{Kind: "bad_json", Line: le.Line, Msg: le.Msg}
+		}
+		return Result{}, &InputError{Kind: "bad_json", Msg: err.Error()}
+	}
+	return c.append(dataset, g.groups)
+}
+
+// IngestRows makes rows from a trusted decoder durable as one atomic request.
+func (c *Cache) IngestRows(dataset string, rows []Row) (Result, error) {
+	if !validDataset(dataset) {
+		return Result{}, &InputError{Kind: "bad_dataset", Msg: fmt.Sprintf("dataset name %q must match ^[a-z][a-z0-9_]{0,62}$", dataset)}
+	}
+	var g grouper
+	for _, r := range rows {
+		src := r.Source
+		if src == "" || partition.ValidateSource(src) != nil {
+			src = partition.Unknown
+		}
+		g.add(src, bytes.TrimSpace(r.Line))
+	}
+	return c.append(dataset, g.groups)
+}
+
+// append assigns seqs and writes one log record under c.mu, so log order is seq order, then
+// waits for the group commit outside the lock.
+func (c *Cache) append(dataset string, groups []*groupBuilder) (Result, error) {
+	if len(groups) == 0 {
+		return Result{}, nil
+	}
+	rec := record{Dataset: dataset, Groups: make([]group, len(groups))}
+	total := 0
+	for i, gb := range groups {
+		rec.Groups[i] = group{Source: gb.source, Rows: gb.rows, Body: gb.body.Bytes()}
+		total += gb.rows
+	}
+	c.mu.Lock()
+	rec.IngestedAt = max(c.now().UnixMicro(), c.lastAt)
+	first := c.nextSeq
+	seq := first
+	for i := range rec.Groups {
+		rec.Groups[i].FirstSeq = seq
+		seq += int64(rec.Groups[i].Rows)
+	}
+	if seq > c.reserved {
+		if err := c.reserve(seq + seqBlock); err != nil {
+			c.mu.Unlock()
+			return Result{}, err
+		}
+	}
+	c.enc = appendRecord(c.enc[:0], &rec)
+	ticket, err := c.wal.Append(c.enc)
+	if err != nil {
+		c.mu.Unlock()
+		return Result{}, err
+	}
+	c.nextSeq, c.lastAt = seq, rec.IngestedAt
+	if cap(c.enc) > 32<<20 {
+		c.enc = nil
+	}
+	c.mu.Unlock()
+	if err := c.wal.Wait(ticket); err != nil {
+		return Result{}, err
+	}
+	return Result{Accepted: total, FirstSeq: first, LastSeq: seq - 1}, nil
+}
+

@@ -1,0 +1,127 @@
+package cache
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// A log record is one ingest request: everything in it became durable in one fsync, so a
+// request is atomic across a crash. Layout (varints):
+//
+//	version=1 | dataset | ingestedAt µs | groups | per group: source, firstSeq, rows, body
+//
+// A group's body is its rows as NDJSON, one validated JSON object per line; row i has seq
+// firstSeq+i.
+const recordVersion = 1
+
+type group struct {
+	Source   string
+	FirstSeq int64
+	Rows     int
+	Body     []byte
+}
+
+type record struct {
+	Dataset    string
+	IngestedAt int64
+	Groups     []group
+}
+
+func (r *record) lastSeq() int64 {
+	g := r.Groups[len(r.Groups)-1]
+	return g.FirstSeq + int64(g.Rows) - 1
+}
+
+func appendRecord(dst []byte, r *record) []byte {
+	dst = append(dst, recordVersion)
+	dst = appendString(dst, r.Dataset)
+	dst = binary.AppendVarint(dst, r.IngestedAt)
+	dst = binary.AppendUvarint(dst, uint64(len(r.Groups)))
+	for _, g := range r.Groups {
+		dst = appendString(dst, g.Source)
+		dst = binary.AppendVarint(dst, g.FirstSeq)
+		dst = binary.AppendUvarint(dst, uint64(g.Rows))
+		dst = binary.AppendUvarint(dst, uint64(len(g.Body)))
+		dst = append(dst, g.Body...)
+	}
+	return dst
+}
+
+func appendString(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+var errBadRecord = errors.New("malformed log record")
+
+type recordReader struct {
+	b   []byte
+	err error
+}
+
+func (r *recordReader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.err = errBadRecord
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *recordReader) varint() int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.err = errBadRecord
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *recordReader) bytes() []byte {
+	n := r.uvarint()
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(len(r.b)) {
+		r.err = errBadRecord
+		return nil
+	}
+	v := r.b[:n]
+	r.b = r.b[n:]
+	return v
+}
+
+// decodeRecord parses a payload. Group bodies alias p.
+func decodeRecord(p []byte) (*record, error) {
+	if len(p) == 0 || p[0] != recordVersion {
+		return nil, fmt.Errorf("%w: unknown version", errBadRecord)
+	}
+	r := &recordReader{b: p[1:]}
+	rec := &record{Dataset: string(r.bytes()), IngestedAt: r.varint()}
+	n := r.uvarint()
+	if n == 0 || n > uint64(len(p)) {
+		return nil, fmt.Errorf("%w: %d groups", errBadRecord, n)
+	}
+	rec.Groups = make([]group, 0, n)
+	for range n {
+		g := group{Source: string(r.bytes()), FirstSeq: r.varint(), Rows: int(r.uvarint())}
+		g.Body = r.bytes()
+		if r.err != nil {
+			return nil, r.err
+		}
+		rec.Groups = append(rec.Groups, g)
+	}
+	if r.err != nil || len(r.b) != 0 {
+		return nil, errBadRecord
+	}
+	return rec, nil
+}

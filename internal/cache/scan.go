@@ -1,0 +1,236 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/hyp-project/hyp/internal/fsutil"
+)
+
+// ErrGenerationGone means a reader raced a compaction; reopening the cache resolves it.
+var ErrGenerationGone = errors.New("table generation was replaced while opening; retry")
+
+// ErrNoPartition is returned for a partition the cache does not hold.
+var ErrNoPartition = errors.New("no such partition")
+
+// ScanStats says how much a scan touched; tests and benchmarks use it to prove that a scan
+// costs O(new rows), not O(partition).
+type ScanStats struct {
+	FilesOpened   int
+	RowGroupsRead int
+	RowsRead      int64
+	RowsReturned  int64
+}
+
+// pinned is a consistent view of one partition: the files overlapping a seq range in one
+// generation, kept alive by a shared lock on that generation until release.
+type pinned struct {
+	files  []FileInfo
+	schema *arrow.Schema // current table schema, no field ids
+	head   int64
+	lock   *fsutil.Lock
+}
+
+func (v *pinned) release() { v.lock.Unlock() }
+
+// pin captures the files of p that may hold seqs in (since, until]. With no such file it
+// takes no lock and opens nothing.
+func (p *Partition) pin(since, until int64) (*pinned, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gen == nil {
+		return &pinned{}, nil
+	}
+	g := p.gen
+	v := &pinned{head: g.maxSeq}
+	// Files are sorted and disjoint in seq, so the candidates are one contiguous run.
+	lo := sort.Search(len(g.files), func(i int) bool { return g.files[i].MaxSeq > since })
+	for i := lo; i < len(g.files) && g.files[i].MinSeq <= until; i++ {
+		v.files = append(v.files, g.files[i])
+	}
+	sc, err := table.SchemaToArrowSchema(g.tbl.Schema(), nil, false, false)
+	if err != nil {
+		return nil, err
+	}
+	v.schema = sc
+	if len(v.files) == 0 {
+		return v, nil
+	}
+	lk, err := fsutil.SharedLock(readersLockPath(g.dir))
+	if err != nil {
+		return nil, err
+	}
+	// A reader in another process may have loaded a generation that the writer retired and
+	// removed before the lock was taken: the caller reopens and sees the new one.
+	if !genExists(g.dir) {
+		lk.Unlock()
+		return nil, ErrGenerationGone
+	}
+	v.lock = lk
+	return v, nil
+}
+
+// Scan calls fn with the partition's rows whose seq is in (since, until], in seq order, as
+// record batches in the partition's current schema. It opens only data files whose seq
+// bounds overlap the range and reads only overlapping row groups; a scan with since at or
+// above the head seq opens nothing. fn must not retain a batch past its return without
+// calling Retain.
+func (c *Cache) Scan(ctx context.Context, dataset, source string, since, until int64, fn func(arrow.RecordBatch) error) (ScanStats, error) {
+	p := c.tables.lookup(dataset, source)
+	if p == nil {
+		return ScanStats{}, fmt.Errorf("%w: %s/%s", ErrNoPartition, dataset, source)
+	}
+	return p.scan(ctx, since, until, fn)
+}
+
+func (p *Partition) scan(ctx context.Context, since, until int64, fn func(arrow.RecordBatch) error) (ScanStats, error) {
+	var st ScanStats
+	if since >= until {
+		return st, nil
+	}
+	v, err := p.pin(since, until)
+	if err != nil {
+		return st, err
+	}
+	if len(v.files) == 0 {
+		return st, nil
+	}
+	defer v.release()
+	for _, f := range v.files {
+		if err := scanFile(ctx, f.Path, v.schema, since, until, &st, fn); err != nil {
+			return st, fmt.Errorf("scan %s/%s %s: %w", p.Dataset, p.Name(), f.Path, err)
+		}
+	}
+	return st, nil
+}
+
+func scanFile(ctx context.Context, path string, out *arrow.Schema, since, until int64, st *ScanStats, fn func(arrow.RecordBatch) error) error {
+	pf, err := file.OpenParquetFile(path, false)
+	if err != nil {
+		return err
+	}
+	defer pf.Close()
+	st.FilesOpened++
+	md := pf.MetaData()
+	seqCol := md.Schema.ColumnIndexByName(SeqColumn)
+	if seqCol < 0 {
+		return fmt.Errorf("no %s column", SeqColumn)
+	}
+	var groups []int
+	for i := 0; i < md.NumRowGroups(); i++ {
+		lo, hi, ok := rowGroupSeqBounds(md.RowGroup(i), seqCol)
+		if ok && (hi <= since || lo > until) {
+			continue
+		}
+		groups = append(groups, i)
+	}
+	if len(groups) == 0 {
+		return nil
+	}
+	st.RowGroupsRead += len(groups)
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 64 << 10, Parallel: false}, memory.DefaultAllocator)
+	if err != nil {
+		return err
+	}
+	rr, err := fr.GetRecordReader(ctx, nil, groups)
+	if err != nil {
+		return err
+	}
+	defer rr.Release()
+	for rr.Next() {
+		rec := rr.RecordBatch()
+		st.RowsRead += rec.NumRows()
+		sliced, err := sliceSeqRange(rec, since, until)
+		if err != nil {
+			return err
+		}
+		if sliced == nil {
+			continue
+		}
+		norm, err := conform(sliced, out)
+		sliced.Release()
+		if err != nil {
+			return err
+		}
+		st.RowsReturned += norm.NumRows()
+		err = fn(norm)
+		norm.Release()
+		if err != nil {
+			return err
+		}
+	}
+	return rr.Err()
+}
+
+func rowGroupSeqBounds(rg *metadata.RowGroupMetaData, col int) (int64, int64, bool) {
+	cc, err := rg.ColumnChunk(col)
+	if err != nil {
+		return 0, 0, false
+	}
+	stats, err := cc.Statistics()
+	if err != nil || stats == nil || !stats.HasMinMax() {
+		return 0, 0, false
+	}
+	s, ok := stats.(*metadata.Int64Statistics)
+	if !ok {
+		return 0, 0, false
+	}
+	return s.Min(), s.Max(), true
+}
+
+// sliceSeqRange cuts rec to rows with seq in (since, until]. Rows within a file are in seq
+// order, so the range is contiguous. It returns nil for no rows.
+func sliceSeqRange(rec arrow.RecordBatch, since, until int64) (arrow.RecordBatch, error) {
+	idx := rec.Schema().FieldIndices(SeqColumn)
+	if len(idx) == 0 {
+		return nil, fmt.Errorf("no %s column", SeqColumn)
+	}
+	seqs, ok := rec.Column(idx[0]).(*array.Int64)
+	if !ok {
+		return nil, fmt.Errorf("%s is %s", SeqColumn, rec.Column(idx[0]).DataType())
+	}
+	vals := seqs.Int64Values()
+	lo := sort.Search(len(vals), func(i int) bool { return vals[i] > since })
+	hi := sort.Search(len(vals), func(i int) bool { return vals[i] > until })
+	if lo >= hi {
+		return nil, nil
+	}
+	return rec.NewSlice(int64(lo), int64(hi)), nil
+}
+
+// conform lays rec out in schema out: same field order, typed nulls for columns the file
+// predates. Field-id metadata is dropped so every batch of a scan has one schema.
+func conform(rec arrow.RecordBatch, out *arrow.Schema) (arrow.RecordBatch, error) {
+	cols := make([]arrow.Array, out.NumFields())
+	var made []arrow.Array
+	defer func() {
+		for _, a := range made {
+			a.Release()
+		}
+	}()
+	for i, f := range out.Fields() {
+		idx := rec.Schema().FieldIndices(f.Name)
+		if len(idx) == 0 {
+			a := array.MakeArrayOfNull(memory.DefaultAllocator, f.Type, int(rec.NumRows()))
+			made = append(made, a)
+			cols[i] = a
+			continue
+		}
+		a := rec.Column(idx[0])
+		if !arrow.TypeEqual(a.DataType(), f.Type) {
+			return nil, fmt.Errorf("column %q is %s in the file, %s in the table", f.Name, a.DataType(), f.Type)
+		}
+		cols[i] = a
+	}
+	return array.NewRecordBatch(out, cols, rec.NumRows()), nil
+}

@@ -1,0 +1,156 @@
+package cache
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/hyp-project/hyp/internal/fsutil"
+)
+
+// PartitionStatus is one partition at a glance, from the in-memory file index alone.
+type PartitionStatus struct {
+	Dataset          string
+	Partition        string
+	Source           string
+	Rows             int64
+	Files            int
+	Bytes            int64
+	MinSeq           int64
+	MaxSeq           int64 // highest seq still cached (0 if none)
+	HeadSeq          int64 // highest seq ever committed, also after every row was pruned
+	OldestIngestedAt time.Time
+	NewestIngestedAt time.Time
+	Generation       string
+}
+
+func (p *Partition) status() PartitionStatus {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := PartitionStatus{Dataset: p.Dataset, Partition: p.Name(), Source: p.Source}
+	if p.gen == nil {
+		return st
+	}
+	st.HeadSeq, st.Generation, st.Files = p.gen.maxSeq, p.gen.name, len(p.gen.files)
+	for i, f := range p.gen.files {
+		st.Rows += f.Rows
+		st.Bytes += f.Bytes
+		if i == 0 {
+			st.MinSeq, st.OldestIngestedAt = f.MinSeq, time.UnixMicro(f.MinIngestedAt).UTC()
+		}
+		st.MaxSeq, st.NewestIngestedAt = f.MaxSeq, time.UnixMicro(f.MaxIngestedAt).UTC()
+	}
+	return st
+}
+
+// Status lists every partition in dataset, source order.
+func (c *Cache) Status() []PartitionStatus { return c.tables.status() }
+
+func (ts *tableSet) status() []PartitionStatus {
+	var out []PartitionStatus
+	for _, p := range ts.partitions() {
+		out = append(out, p.status())
+	}
+	return out
+}
+
+// TableView is a dataset as a query sees it: its columns and, per partition, the live
+// data files. The files stay on disk until Release.
+type TableView struct {
+	Dataset    string
+	Columns    []Column // internal columns first
+	Partitions []PartitionFiles
+}
+
+// PartitionFiles are one partition's live data files.
+type PartitionFiles struct {
+	Partition string
+	Files     []string
+}
+
+// View pins the current files of every dataset for a reader.
+type View struct {
+	Tables []TableView
+	locks  []*fsutil.Lock
+}
+
+// Release lets compaction remove the generations the view pinned.
+func (v *View) Release() {
+	for _, l := range v.locks {
+		l.Unlock()
+	}
+	v.locks = nil
+}
+
+// View pins the cache's current files.
+func (c *Cache) View() (*View, error) { return c.tables.view() }
+
+func (ts *tableSet) view() (*View, error) {
+	v := &View{}
+	ts.mu.RLock()
+	names := make([]string, 0, len(ts.ds))
+	for n := range ts.ds {
+		names = append(names, n)
+	}
+	ts.mu.RUnlock()
+	slices.Sort(names)
+	for _, name := range names {
+		d := ts.dataset(name)
+		tv := TableView{Dataset: name, Columns: append([]Column{{SeqColumn, TypeLong}, {IngestedAtColumn, TypeTimestamp}}, d.columns()...)}
+		for _, p := range ts.partitions() {
+			if p.Dataset != name {
+				continue
+			}
+			pn, err := p.pin(0, 1<<62)
+			if err != nil {
+				v.Release()
+				return nil, err
+			}
+			if pn.lock != nil {
+				v.locks = append(v.locks, pn.lock)
+			}
+			pf := PartitionFiles{Partition: p.Name()}
+			for _, f := range pn.files {
+				pf.Files = append(pf.Files, f.Path)
+			}
+			tv.Partitions = append(tv.Partitions, pf)
+		}
+		v.Tables = append(v.Tables, tv)
+	}
+	return v, nil
+}
+
+// Reader is a read-only opening of a cache that another process may be writing. It sees
+// what was committed to the tables when it opened; it never writes.
+type Reader struct{ tables *tableSet }
+
+// OpenReader loads the committed tables without taking the writer lock.
+func OpenReader(ctx context.Context, dir string) (*Reader, error) {
+	ts, err := loadTables(ctx, dir, false)
+	if err != nil {
+		return nil, err
+	}
+	return &Reader{tables: ts}, nil
+}
+
+// Status lists every partition.
+func (r *Reader) Status() []PartitionStatus { return r.tables.status() }
+
+// View pins the current files.
+func (r *Reader) View() (*View, error) { return r.tables.view() }
+
+// Columns returns a dataset's user columns, or false if the cache has no such dataset.
+func (r *Reader) Columns(dataset string) ([]Column, bool) { return r.tables.columns(dataset) }
+
+// Columns returns a dataset's user columns, or false if the cache has no such dataset.
+func (c *Cache) Columns(dataset string) ([]Column, bool) { return c.tables.columns(dataset) }
+
+func (ts *tableSet) columns(dataset string) ([]Column, bool) {
+	ts.mu.RLock()
+	d := ts.ds[dataset]
+	ts.mu.RUnlock()
+	if d == nil {
+		return nil, false
+	}
+	return d.columns(), true
+}

@@ -1,0 +1,333 @@
+package cache
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/catalog/hadoop"
+	"github.com/apache/iceberg-go/table"
+)
+
+// Internal column names (SPEC 4). Field ids 1 and 2 in every partition table.
+const (
+	SeqColumn        = "_hyp_ingest_seq"
+	IngestedAtColumn = "_hyp_ingested_at"
+	seqFieldID       = 1
+	ingestedAtID     = 2
+	// propMaxSeq records, in the same commit as the rows, the highest seq a table generation
+	// holds. Replay skips rows at or below it, which makes replay after a crash between a
+	// table commit and the release of the log idempotent.
+	propMaxSeq = "hyp.max-seq"
+	// rowGroupRows bounds a row group so that per-row-group seq statistics prune finely.
+	rowGroupRows = 65536
+)
+
+// tableProps are set on every generation: data files get small row groups for pruning,
+// deletes rewrite files (copy-on-write) so no reader ever has to apply delete files, and
+// old metadata files are trimmed so metadata stays bounded between compactions.
+var tableProps = iceberg.Properties{
+	table.ParquetRowGroupLimitKey:                  strconv.Itoa(rowGroupRows),
+	table.WriteDeleteModeKey:                       table.WriteModeCopyOnWrite,
+	table.MetadataDeleteAfterCommitEnabledKey:      "true",
+	table.MetadataPreviousVersionsMaxKey:           "4",
+	table.ManifestMergeEnabledKey:                  "true",
+	table.ManifestMinMergeCountKey:                 "16",
+	"write.parquet.compression-level":              "1",
+	table.WriteTargetFileSizeBytesKey:              strconv.Itoa(256 << 20),
+}
+
+// FileInfo is what the cache keeps in memory about one live data file: enough to plan an
+// incremental scan and to answer status without touching the file or Iceberg manifests.
+type FileInfo struct {
+	Path          string // local filesystem path
+	Rows          int64
+	Bytes         int64
+	MinSeq        int64
+	MaxSeq        int64
+	MinIngestedAt int64 // unix micros
+	MaxIngestedAt int64
+}
+
+// generation is one Iceberg table directory holding a partition's rows. Compaction writes a
+// new generation and swaps it in; the old one is removed once no reader holds it.
+type generation struct {
+	name   string // gen-%08d
+	dir    string
+	ident  table.Identifier
+	cat    *hadoop.Catalog
+	tbl    *table.Table
+	files  []FileInfo // sorted by MinSeq; files never overlap in seq
+	maxSeq int64      // highest seq ever committed, from the table property
+}
+
+func genName(n int) string { return fmt.Sprintf("gen-%08d", n) }
+
+func genNumber(name string) (int, bool) {
+	s, ok := strings.CutPrefix(name, "gen-")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(s)
+	return n, err == nil
+}
+
+func newCatalog(warehouse string) (*hadoop.Catalog, error) {
+	cat, err := hadoop.NewCatalog("hyp", warehouse, iceberg.Properties{})
+	if err != nil {
+		return nil, fmt.Errorf("iceberg catalog at %s: %w", warehouse, err)
+	}
+	return cat, nil
+}
+
+func ensureNamespace(ctx context.Context, cat *hadoop.Catalog, ns table.Identifier) error {
+	for i := 1; i <= len(ns); i++ {
+		err := cat.CreateNamespace(ctx, ns[:i], nil)
+		if err != nil && !errors.Is(err, catalog.ErrNamespaceAlreadyExists) {
+			return fmt.Errorf("create namespace %v: %w", ns[:i], err)
+		}
+	}
+	return nil
+}
+
+// createGeneration makes an empty table generation with the given schema.
+func createGeneration(ctx context.Context, cat *hadoop.Catalog, warehouse string, ns table.Identifier, n int, sc *iceberg.Schema, maxSeq int64) (*generation, error) {
+	if err := ensureNamespace(ctx, cat, ns); err != nil {
+		return nil, err
+	}
+	name := genName(n)
+	ident := append(slices.Clone(ns), name)
+	props := maps(tableProps)
+	props[propMaxSeq] = strconv.FormatInt(maxSeq, 10)
+	tbl, err := cat.CreateTable(ctx, ident, sc, catalog.WithProperties(props))
+	if err != nil {
+		return nil, fmt.Errorf("create table %v: %w", ident, err)
+	}
+	return &generation{name: name, dir: filepath.Join(append([]string{warehouse}, ident...)...), ident: ident, cat: cat, tbl: tbl, maxSeq: maxSeq}, nil
+}
+
+func maps(p iceberg.Properties) iceberg.Properties {
+	out := make(iceberg.Properties, len(p)+1)
+	for k, v := range p {
+		out[k] = v
+	}
+	return out
+}
+
+// loadGeneration opens an existing generation and reads its live file list once.
+func loadGeneration(ctx context.Context, cat *hadoop.Catalog, warehouse string, ns table.Identifier, name string) (*generation, error) {
+	ident := append(slices.Clone(ns), name)
+	tbl, err := cat.LoadTable(ctx, ident)
+	if err != nil {
+		return nil, fmt.Errorf("load table %v: %w", ident, err)
+	}
+	g := &generation{name: name, dir: filepath.Join(append([]string{warehouse}, ident...)...), ident: ident, cat: cat, tbl: tbl}
+	if err := g.reload(ctx); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+func (g *generation) readMaxSeq() error {
+	v := g.tbl.Properties()[propMaxSeq]
+	if v == "" {
+		g.maxSeq = 0
+		return nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return fmt.Errorf("table %v: bad %s %q", g.ident, propMaxSeq, v)
+	}
+	g.maxSeq = n
+	return nil
+}
+
+// reload rebuilds the file index from the current snapshot's manifests. It costs one read
+// of every manifest, so it runs only at open and after rewrites (retention), never per tick.
+func (g *generation) reload(ctx context.Context) error {
+	if err := g.readMaxSeq(); err != nil {
+		return err
+	}
+	g.files = g.files[:0]
+	snap := g.tbl.CurrentSnapshot()
+	if snap == nil {
+		return nil
+	}
+	files, err := g.dataFiles(ctx, snap, false)
+	if err != nil {
+		return err
+	}
+	g.files = files
+	sortFiles(g.files)
+	return nil
+}
+
+func sortFiles(files []FileInfo) {
+	slices.SortFunc(files, func(a, b FileInfo) int {
+		switch {
+		case a.MinSeq < b.MinSeq:
+			return -1
+		case a.MinSeq > b.MinSeq:
+			return 1
+		}
+		return 0
+	})
+}
+
+// dataFiles lists the live data files of snap; with onlyAdded, only those the snapshot itself
+// added (read from the manifests that snapshot wrote), which keeps an append's cost
+// independent of how many files the table already has.
+func (g *generation) dataFiles(ctx context.Context, snap *table.Snapshot, onlyAdded bool) ([]FileInfo, error) {
+	fio, err := g.tbl.FS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	mfs, err := snap.Manifests(fio)
+	if err != nil {
+		return nil, fmt.Errorf("table %v: read manifest list: %w", g.ident, err)
+	}
+	var out []FileInfo
+	for _, mf := range mfs {
+		if mf.ManifestContent() != iceberg.ManifestContentData {
+			return nil, fmt.Errorf("table %v: unexpected delete manifest %s", g.ident, mf.FilePath())
+		}
+		if onlyAdded && (mf.SnapshotID() != snap.SnapshotID || !mf.HasAddedFiles()) {
+			continue
+		}
+		entries, err := mf.FetchEntries(fio, true)
+		if err != nil {
+			return nil, fmt.Errorf("table %v: read manifest %s: %w", g.ident, mf.FilePath(), err)
+		}
+		for _, e := range entries {
+			if onlyAdded && (e.Status() != iceberg.EntryStatusADDED || e.SnapshotID() != snap.SnapshotID) {
+				continue
+			}
+			df := e.DataFile()
+			if df.ContentType() != iceberg.EntryContentData {
+				return nil, fmt.Errorf("table %v: unexpected delete file %s", g.ident, df.FilePath())
+			}
+			out = append(out, fileInfo(df))
+		}
+	}
+	return out, nil
+}
+
+func fileInfo(df iceberg.DataFile) FileInfo {
+	lo, hi := df.LowerBoundValues(), df.UpperBoundValues()
+	return FileInfo{
+		Path:          localPath(df.FilePath()),
+		Rows:          df.Count(),
+		Bytes:         df.FileSizeBytes(),
+		MinSeq:        boundInt64(lo[seqFieldID]),
+		MaxSeq:        boundInt64(hi[seqFieldID]),
+		MinIngestedAt: boundInt64(lo[ingestedAtID]),
+		MaxIngestedAt: boundInt64(hi[ingestedAtID]),
+	}
+}
+
+func boundInt64(b []byte) int64 {
+	if len(b) != 8 {
+		return 0
+	}
+	return int64(binary.LittleEndian.Uint64(b))
+}
+
+func localPath(p string) string {
+	if s, ok := strings.CutPrefix(p, "file://"); ok {
+		return s
+	}
+	return p
+}
+
+// append commits rec as new data files together with the new max seq, in one commit.
+func (g *generation) append(ctx context.Context, rec arrow.RecordBatch, maxSeq int64) error {
+	rdr, err := array.NewRecordReader(rec.Schema(), []arrow.RecordBatch{rec})
+	if err != nil {
+		return err
+	}
+	defer rdr.Release()
+	tx := g.tbl.NewTransaction()
+	if err := tx.SetProperties(iceberg.Properties{propMaxSeq: strconv.FormatInt(maxSeq, 10)}); err != nil {
+		return fmt.Errorf("table %v: set max seq: %w", g.ident, err)
+	}
+	if err := tx.Append(ctx, rdr, nil); err != nil {
+		return fmt.Errorf("table %v: append: %w", g.ident, err)
+	}
+	tbl, err := tx.Commit(ctx)
+	if err != nil {
+		return fmt.Errorf("table %v: commit append: %w", g.ident, err)
+	}
+	g.tbl = tbl
+	added, err := g.dataFiles(ctx, tbl.CurrentSnapshot(), true)
+	if err != nil {
+		// The commit is durable; only the in-memory index is stale. Rebuild it whole.
+		return g.reload(ctx)
+	}
+	g.maxSeq = maxSeq
+	g.files = append(g.files, added...)
+	sortFiles(g.files)
+	return nil
+}
+
+// addColumns evolves the table schema with new nullable columns.
+func (g *generation) addColumns(ctx context.Context, cols []Column) error {
+	tx := g.tbl.NewTransaction()
+	us := tx.UpdateSchema(true, false)
+	for _, c := range cols {
+		us = us.AddColumn([]string{c.Name}, c.Type.iceberg(), "", false, nil)
+	}
+	if err := us.Commit(); err != nil {
+		return fmt.Errorf("table %v: add columns: %w", g.ident, err)
+	}
+	tbl, err := tx.Commit(ctx)
+	if err != nil {
+		return fmt.Errorf("table %v: commit schema: %w", g.ident, err)
+	}
+	g.tbl = tbl
+	return nil
+}
+
+// deleteThrough removes every row with seq <= cut. Whole files go; the boundary file is
+// rewritten (copy-on-write), so the table never holds delete files.
+func (g *generation) deleteThrough(ctx context.Context, cut int64) error {
+	tx := g.tbl.NewTransaction()
+	if err := tx.Delete(ctx, iceberg.LessThanEqual(iceberg.Reference(SeqColumn), cut), nil); err != nil {
+		return fmt.Errorf("table %v: delete seq <= %d: %w", g.ident, cut, err)
+	}
+	tbl, err := tx.Commit(ctx)
+	if err != nil {
+		return fmt.Errorf("table %v: commit delete: %w", g.ident, err)
+	}
+	g.tbl = tbl
+	return g.reload(ctx)
+}
+
+// userColumns returns the table's columns other than the internal ones, in schema order.
+func (g *generation) columns() []Column {
+	var out []Column
+	for _, f := range g.tbl.Schema().Fields() {
+		if t, ok := typeOfIceberg(f.Type); ok {
+			out = append(out, Column{Name: f.Name, Type: t})
+		}
+	}
+	return out
+}
+
+// readersLock is the file readers share-lock while they read a generation's files; the
+// collector takes it exclusively before deleting a retired generation.
+func readersLockPath(genDir string) string { return filepath.Join(genDir, "readers.lock") }
+
+func genExists(genDir string) bool {
+	_, err := os.Stat(filepath.Join(genDir, "metadata"))
+	return err == nil
+}

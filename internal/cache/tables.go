@@ -1,0 +1,274 @@
+package cache
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/hyp-project/hyp/internal/fsutil"
+	"github.com/hyp-project/hyp/internal/partition"
+)
+
+const (
+	partitionFile = "partition.json"
+	currentFile   = "CURRENT"
+)
+
+type partitionRecord struct {
+	Dataset string `json:"dataset"`
+	Source  string `json:"source"`
+}
+
+// loadTables reads every partition's current generation. The writer (gc=true) also removes
+// generations left behind by an interrupted compaction or an earlier swap.
+func loadTables(ctx context.Context, dir string, gc bool) (*tableSet, error) {
+	cat, err := newCatalog(dir)
+	if err != nil {
+		return nil, err
+	}
+	ts := &tableSet{dir: dir, cat: cat, ds: map[string]*dataset{}}
+	dents, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return ts, nil
+		}
+		return nil, err
+	}
+	for _, de := range dents {
+		if !de.IsDir() || !validDataset(de.Name()) {
+			continue
+		}
+		ds := ts.dataset(de.Name())
+		pents, err := os.ReadDir(filepath.Join(dir, de.Name()))
+		if err != nil {
+			return nil, err
+		}
+		for _, pe := range pents {
+			if !pe.IsDir() {
+				continue
+			}
+			p, err := ts.loadPartition(ctx, ds, filepath.Join(dir, de.Name(), pe.Name()), gc)
+			if err != nil {
+				return nil, err
+			}
+			if p != nil {
+				ds.parts[p.Source] = p
+				if p.gen != nil {
+					ds.learn(p.gen.columns())
+				}
+			}
+		}
+	}
+	return ts, nil
+}
+
+func (ts *tableSet) loadPartition(ctx context.Context, ds *dataset, pdir string, gc bool) (*Partition, error) {
+	b, err := os.ReadFile(filepath.Join(pdir, partitionFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil // not created far enough to hold data
+	}
+	if err != nil {
+		return nil, err
+	}
+	var rec partitionRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(pdir, partitionFile), err)
+	}
+	p := &Partition{Dataset: ds.name, Source: rec.Source, dir: pdir}
+	cur, err := os.ReadFile(filepath.Join(pdir, currentFile))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	curName := strings.TrimSpace(string(cur))
+	if curName != "" {
+		g, err := loadGeneration(ctx, ts.cat, ts.dir, ts.namespace(p), curName)
+		if err != nil {
+			return nil, err
+		}
+		p.gen = g
+	}
+	if gc {
+		ents, _ := os.ReadDir(pdir)
+		for _, e := range ents {
+			if _, ok := genNumber(e.Name()); ok && e.IsDir() && e.Name() != curName {
+				p.retired = append(p.retired, &generation{name: e.Name(), dir: filepath.Join(pdir, e.Name())})
+			}
+		}
+		p.collect()
+	}
+	return p, nil
+}
+
+func validDataset(name string) bool {
+	if len(name) == 0 || len(name) > 63 || name[0] < 'a' || name[0] > 'z' {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidDataset reports whether name is a legal dataset name (SPEC 2).
+func ValidDataset(name string) bool { return validDataset(name) }
+
+func (ts *tableSet) namespace(p *Partition) table.Identifier {
+	return table.Identifier{p.Dataset, filepath.Base(p.dir)}
+}
+
+func (ts *tableSet) dataset(name string) *dataset {
+	ts.mu.RLock()
+	d := ts.ds[name]
+	ts.mu.RUnlock()
+	if d != nil {
+		return d
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if d = ts.ds[name]; d == nil {
+		d = &dataset{name: name, types: map[string]ColType{}, parts: map[string]*Partition{}}
+		ts.ds[name] = d
+	}
+	return d
+}
+
+// partition returns the partition for source, registering it (directory and record) if new.
+func (ts *tableSet) partition(ds *dataset, source string) (*Partition, error) {
+	ts.mu.RLock()
+	p := ds.parts[source]
+	ts.mu.RUnlock()
+	if p != nil {
+		return p, nil
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if p = ds.parts[source]; p != nil {
+		return p, nil
+	}
+	pdir := filepath.Join(ts.dir, ds.name, partition.Segment(source))
+	if err := fsutil.MkdirAllSync(pdir); err != nil {
+		return nil, err
+	}
+	b, _ := json.Marshal(partitionRecord{Dataset: ds.name, Source: source})
+	if err := fsutil.WriteFileAtomic(filepath.Join(pdir, partitionFile), b, 0o644); err != nil {
+		return nil, err
+	}
+	p = &Partition{Dataset: ds.name, Source: source, dir: pdir}
+	ds.parts[source] = p
+	return p, nil
+}
+
+func (ts *tableSet) createFirstGeneration(ctx context.Context, p *Partition, cols []*colBuilder) (*generation, error) {
+	uc := make([]Column, len(cols))
+	for i, c := range cols {
+		uc[i] = c.Column
+	}
+	return ts.newGeneration(ctx, p, 1, uc, 0)
+}
+
+// newGeneration creates generation n of p; it becomes current only through setCurrent.
+func (ts *tableSet) newGeneration(ctx context.Context, p *Partition, n int, cols []Column, maxSeq int64) (*generation, error) {
+	g, err := createGeneration(ctx, ts.cat, ts.dir, ts.namespace(p), n, newTableSchema(cols), maxSeq)
+	if err != nil {
+		return nil, err
+	}
+	if err := setCurrent(p.dir, g.name); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// setCurrent is the atomic switch between generations.
+func setCurrent(pdir, name string) error {
+	return fsutil.WriteFileAtomic(filepath.Join(pdir, currentFile), []byte(name+"\n"), 0o644)
+}
+
+// partitions returns every partition, sorted by dataset then source.
+func (ts *tableSet) partitions() []*Partition {
+	ts.mu.RLock()
+	defer ts.mu.RUnlock()
+	var out []*Partition
+	for _, d := range ts.ds {
+		for _, p := range d.parts {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b *Partition) int {
+		if c := strings.Compare(a.Dataset, b.Dataset); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Source, b.Source)
+	})
+	return out
+}
+
+func (ts *tableSet) lookup(dataset, source string) *Partition {
+	ts.mu.RLock()
+	defer ts.mu.RUnlock()
+	if d := ts.ds[dataset]; d != nil {
+		return d.parts[source]
+	}
+	return nil
+}
+
+func (ts *tableSet) maxSeq() int64 {
+	var m int64
+	for _, p := range ts.partitions() {
+		m = max(m, p.maxSeq())
+	}
+	return m
+}
+
+func (ts *tableSet) maxIngestedAt() int64 {
+	var m int64
+	for _, p := range ts.partitions() {
+		p.mu.Lock()
+		if p.gen != nil {
+			for _, f := range p.gen.files {
+				m = max(m, f.MaxIngestedAt)
+			}
+		}
+		p.mu.Unlock()
+	}
+	return m
+}
+
+// collect deletes retired generations that no reader holds. Readers hold a shared flock on
+// the generation's lock file; the exclusive try-lock fails while any of them reads.
+func (p *Partition) collect() {
+	kept := p.retired[:0]
+	for _, g := range p.retired {
+		lk, err := fsutil.TryLock(readersLockPath(g.dir))
+		if err != nil {
+			kept = append(kept, g)
+			continue
+		}
+		trash := filepath.Join(p.dir, ".trash-"+g.name)
+		rerr := os.Rename(g.dir, trash)
+		lk.Unlock()
+		if rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			kept = append(kept, g)
+			continue
+		}
+		_ = os.RemoveAll(trash)
+	}
+	p.retired = kept
+	// Leftovers of a crash during removal.
+	if ents, err := os.ReadDir(p.dir); err == nil {
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), ".trash-") {
+				_ = os.RemoveAll(filepath.Join(p.dir, e.Name()))
+			}
+		}
+	}
+}

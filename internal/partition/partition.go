@@ -1,0 +1,101 @@
+// Package partition owns the naming of cache partitions: the `source=<value>` key, its
+// validation, and the reversible escaping that turns a value into one safe path segment.
+// It never touches the filesystem.
+package partition
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxSourceBytes bounds a source value (SPEC 2).
+const MaxSourceBytes = 200
+
+// Unknown is the source of rows that name none.
+const Unknown = "unknown"
+
+// ValidateSource reports why s cannot be a source value, or nil.
+func ValidateSource(s string) error {
+	if s == "" {
+		return fmt.Errorf("source is empty")
+	}
+	if len(s) > MaxSourceBytes {
+		return fmt.Errorf("source is %d bytes, more than %d", len(s), MaxSourceBytes)
+	}
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("source is not valid UTF-8")
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return fmt.Errorf("source contains control character %U", r)
+		}
+	}
+	return nil
+}
+
+// Name is the partition name shown to operators: `source=<value>`.
+func Name(source string) string { return "source=" + source }
+
+// SourceFromName parses `source=<value>`.
+func SourceFromName(name string) (string, bool) {
+	s, ok := strings.CutPrefix(name, "source=")
+	if !ok || ValidateSource(s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// maxSegment keeps an escaped segment well under the 255-byte name limit of common
+// filesystems, leaving room for suffixes such as ".json".
+const maxSegment = 200
+
+// Segment returns the path segment for a source: `source=` followed by the value with every
+// byte outside [A-Za-z0-9_-] (and a leading '.') written as `~XX`. `~` is used instead of
+// `%` because Iceberg turns table paths into URLs, where `%XX` would be decoded. Values whose
+// escape would be too long become `source~h<sha256>`; the partition's directory records the
+// raw value, so the mapping stays reversible through that record.
+func Segment(source string) string {
+	var b strings.Builder
+	b.WriteString("source=")
+	for i := 0; i < len(source); i++ {
+		c := source[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || (c == '.' && i > 0) {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "~%02x", c)
+	}
+	if b.Len() > maxSegment {
+		sum := sha256.Sum256([]byte(source))
+		return "source~h" + hex.EncodeToString(sum[:16])
+	}
+	return b.String()
+}
+
+// SourceFromSegment reverses Segment for escaped (not hashed) segments.
+func SourceFromSegment(seg string) (string, bool) {
+	rest, ok := strings.CutPrefix(seg, "source=")
+	if !ok {
+		return "", false
+	}
+	out := make([]byte, 0, len(rest))
+	for i := 0; i < len(rest); i++ {
+		if rest[i] != '~' {
+			out = append(out, rest[i])
+			continue
+		}
+		if i+2 >= len(rest) {
+			return "", false
+		}
+		v, err := hex.DecodeString(rest[i+1 : i+3])
+		if err != nil {
+			return "", false
+		}
+		out = append(out, v[0])
+		i += 2
+	}
+	return string(out), true
+}
