@@ -14,6 +14,7 @@
 package cache
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,7 +23,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"bytes"
 	"sync"
 	"time"
 

@@ -196,4 +196,3 @@ func (c *Cache) append(dataset string, groups []*groupBuilder) (Result, error) {
 	}
 	return Result{Accepted: total, FirstSeq: first, LastSeq: seq - 1}, nil
 }
-

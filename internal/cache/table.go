@@ -37,14 +37,14 @@ const (
 // deletes rewrite files (copy-on-write) so no reader ever has to apply delete files, and
 // old metadata files are trimmed so metadata stays bounded between compactions.
 var tableProps = iceberg.Properties{
-	table.ParquetRowGroupLimitKey:                  strconv.Itoa(rowGroupRows),
-	table.WriteDeleteModeKey:                       table.WriteModeCopyOnWrite,
-	table.MetadataDeleteAfterCommitEnabledKey:      "true",
-	table.MetadataPreviousVersionsMaxKey:           "4",
-	table.ManifestMergeEnabledKey:                  "true",
-	table.ManifestMinMergeCountKey:                 "16",
-	"write.parquet.compression-level":              "1",
-	table.WriteTargetFileSizeBytesKey:              strconv.Itoa(256 << 20),
+	table.ParquetRowGroupLimitKey:             strconv.Itoa(rowGroupRows),
+	table.WriteDeleteModeKey:                  table.WriteModeCopyOnWrite,
+	table.MetadataDeleteAfterCommitEnabledKey: "true",
+	table.MetadataPreviousVersionsMaxKey:      "4",
+	table.ManifestMergeEnabledKey:             "true",
+	table.ManifestMinMergeCountKey:            "16",
+	"write.parquet.compression-level":         "1",
+	table.WriteTargetFileSizeBytesKey:         strconv.Itoa(256 << 20),
 }
 
 // FileInfo is what the cache keeps in memory about one live data file: enough to plan an
