@@ -3,6 +3,8 @@ package cache
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -110,3 +112,5 @@ func TestIngestFlushScan(t *testing.T) {
 		t.Fatalf("seq reused after reopen: %d <= %d", r3.FirstSeq, r2.LastSeq)
 	}
 }
+
+func removeFile(dir, name string) error { return os.Remove(filepath.Join(dir, name)) }

@@ -312,10 +312,13 @@ func (g *generation) deleteThrough(ctx context.Context, cut int64) error {
 	return g.reload(ctx)
 }
 
-// userColumns returns the table's columns other than the internal ones, in schema order.
+// columns returns the table's columns other than the internal ones, in schema order.
 func (g *generation) columns() []Column {
 	var out []Column
 	for _, f := range g.tbl.Schema().Fields() {
+		if f.ID == seqFieldID || f.ID == ingestedAtID {
+			continue
+		}
 		if t, ok := typeOfIceberg(f.Type); ok {
 			out = append(out, Column{Name: f.Name, Type: t})
 		}

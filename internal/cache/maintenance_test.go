@@ -1,0 +1,214 @@
+package cache
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// crash drops the cache the way kill -9 would after the last acknowledged write: nothing
+// is flushed, the lock goes with the process.
+func crash(c *Cache) {
+	c.wal.Close()
+	c.lock.Unlock()
+}
+
+func ingestN(t *testing.T, c *Cache, src string, from, n int) Result {
+	t.Helper()
+	r, err := c.Ingest("logs", src, body(from, n, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func assertIDs(t *testing.T, c *Cache, src string, want int) []int64 {
+	t.Helper()
+	seqs, ids, _ := collect(t, c, "logs", src, 0, 1<<62)
+	if len(ids) != want {
+		t.Fatalf("%s: %d rows, want %d", src, len(ids), want)
+	}
+	seen := map[int64]bool{}
+	for i, id := range ids {
+		if seen[id] {
+			t.Fatalf("id %d twice", id)
+		}
+		seen[id] = true
+		if i > 0 && seqs[i] <= seqs[i-1] {
+			t.Fatalf("seqs not increasing at %d", i)
+		}
+	}
+	return seqs
+}
+
+func TestReplayAfterCrashBetweenCommitAndRelease(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	c := openTest(t, dir)
+	ingestN(t, c, "a", 0, 10)
+	ingestN(t, c, "b", 1000, 10)
+	last := ingestN(t, c, "a", 10, 10)
+	// Commit the segment's rows to the tables but "crash" before the segment is released.
+	seg, ok, err := c.wal.Rotate()
+	if err != nil || !ok {
+		t.Fatal(err)
+	}
+	if err := c.flushSegment(ctx, seg); err != nil {
+		t.Fatal(err)
+	}
+	crash(c)
+	c = openTest(t, dir)
+	defer c.Close(ctx)
+	assertIDs(t, c, "a", 20)
+	assertIDs(t, c, "b", 10)
+	if r := ingestN(t, c, "a", 20, 1); r.FirstSeq <= last.LastSeq {
+		t.Fatalf("seq %d reissued (last before crash %d)", r.FirstSeq, last.LastSeq)
+	}
+}
+
+func TestCrashWithUnflushedLogAndLostSeqFile(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	c := openTest(t, dir)
+	ingestN(t, c, "a", 0, 5)
+	c.Flush(ctx)
+	last := ingestN(t, c, "a", 5, 5)
+	crash(c)
+	if err := removeFile(dir, seqFile); err != nil {
+		t.Fatal(err)
+	}
+	c = openTest(t, dir)
+	defer c.Close(ctx)
+	assertIDs(t, c, "a", 10)
+	if r := ingestN(t, c, "a", 10, 1); r.FirstSeq <= last.LastSeq {
+		t.Fatalf("seq %d reissued after losing seq.json (last %d)", r.FirstSeq, last.LastSeq)
+	}
+}
+
+func TestCompactionKeepsRowsAndSeqs(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	c := openTest(t, dir)
+	defer c.Close(ctx)
+	for i := 0; i < 12; i++ {
+		ingestN(t, c, "a", i*10, 10)
+		if err := c.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := assertIDs(t, c, "a", 120)
+	res, err := c.Compact(ctx, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 || res[0].FilesBefore != 12 || res[0].FilesAfter != 1 || res[0].To == res[0].From {
+		t.Fatalf("compaction %+v", res)
+	}
+	after := assertIDs(t, c, "a", 120)
+	for i := range before {
+		if before[i] != after[i] {
+			t.Fatalf("seq %d changed to %d", before[i], after[i])
+		}
+	}
+	// Flush lands in the new generation; the old one is gone from disk.
+	ingestN(t, c, "a", 120, 5)
+	c.Flush(ctx)
+	assertIDs(t, c, "a", 125)
+	if genExists(c.tables.lookup("logs", "a").dir + "/" + res[0].From) {
+		t.Fatal("old generation still on disk")
+	}
+	// Reopen sees the new generation.
+	c.Close(ctx)
+	c = openTest(t, dir)
+	assertIDs(t, c, "a", 125)
+}
+
+func TestCompactionWaitsForReaders(t *testing.T) {
+	ctx := context.Background()
+	c := openTest(t, t.TempDir())
+	defer c.Close(ctx)
+	ingestN(t, c, "a", 0, 10)
+	c.Flush(ctx)
+	v, err := c.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Compact(ctx, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := c.tables.lookup("logs", "a")
+	old := p.dir + "/" + res[0].From
+	if !genExists(old) {
+		t.Fatal("generation removed while a reader held it")
+	}
+	v.Release()
+	p.mu.Lock()
+	p.collect()
+	p.mu.Unlock()
+	if genExists(old) {
+		t.Fatal("generation kept after the reader let go")
+	}
+}
+
+func TestPruneHoldsForFloorAndReportsForcedGap(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 1, 10, 0, 0, 0, 0, time.UTC)
+	clock := now.Add(-5 * 24 * time.Hour)
+	c, err := Open(ctx, t.TempDir(), Options{Now: func() time.Time { return clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	old := ingestN(t, c, "a", 0, 10) // 5 days old
+	c.Flush(ctx)
+	clock = now.Add(-2 * 24 * time.Hour)
+	mid := ingestN(t, c, "a", 10, 10) // 2 days old
+	c.Flush(ctx)
+	clock = now
+	ingestN(t, c, "a", 20, 10) // fresh
+	c.Flush(ctx)
+
+	floorSeq := old.FirstSeq + 4 // the sink exported only half of the oldest rows
+	pol := PrunePolicy{
+		Retention:    func(string) time.Duration { return 24 * time.Hour },
+		HoldForSinks: true,
+		Floor: func(ds, p string) Floor {
+			return Floor{Seq: floorSeq, Holders: []string{"central"}}
+		},
+		DryRun: true,
+	}
+	res, err := c.Prune(ctx, pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 || res[0].DeletedRows != 5 || res[0].HeldRows != 15 || res[0].ThroughSeq != floorSeq || res[0].HeldFor[0] != "central" {
+		t.Fatalf("dry run %+v", res)
+	}
+	assertIDs(t, c, "a", 30) // dry run changed nothing
+
+	pol.DryRun = false
+	pol.MaxAge = 3 * 24 * time.Hour // forces the 5-day-old rows out
+	res, err = c.Prune(ctx, pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res[0]
+	if r.DeletedRows != 10 || r.ForcedRows != 5 || r.ForcedFrom != floorSeq+1 || r.ForcedTo != old.LastSeq {
+		t.Fatalf("forced prune %+v", r)
+	}
+	seqs := assertIDs(t, c, "a", 20)
+	if seqs[0] != mid.FirstSeq {
+		t.Fatalf("first surviving seq %d, want %d", seqs[0], mid.FirstSeq)
+	}
+	// Without holders, retention takes everything older than a day, trimming by row.
+	pol.Floor, pol.MaxAge = nil, 0
+	if res, err = c.Prune(ctx, pol); err != nil || res[0].DeletedRows != 10 {
+		t.Fatalf("prune %+v %v", res, err)
+	}
+	assertIDs(t, c, "a", 10)
+	st := c.Status()[0]
+	if st.Rows != 10 || st.HeadSeq <= mid.LastSeq {
+		t.Fatalf("status %+v", st)
+	}
+}

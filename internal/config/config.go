@@ -1,0 +1,192 @@
+// Package config owns parsing and validating hyp.yaml and the embedded
+// defaults. It never touches the cache or the network.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// DatasetName is the syntax of a dataset name.
+var DatasetName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
+
+// sinkName is the syntax of a sink instance name (the key under sinks:).
+var sinkName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
+
+// Config is the effective configuration: defaults overlaid with hyp.yaml.
+type Config struct {
+	Ingest Ingest          `yaml:"ingest"`
+	Cache  Cache           `yaml:"cache"`
+	Sinks  map[string]Sink `yaml:"sinks"` // keyed by instance name
+}
+
+// Ingest configures the ingest API, OTLP/HTTP and /metrics listener.
+type Ingest struct {
+	Listen       string `yaml:"listen"` // host:port
+	MaxBodyBytes int64  `yaml:"max_body_bytes"`
+}
+
+// Cache configures the durable log and the Iceberg tables behind it.
+type Cache struct {
+	FlushInterval Duration   `yaml:"flush_interval"`
+	Retention     Retention  `yaml:"retention"`
+	Compaction    Compaction `yaml:"compaction"`
+}
+
+// Retention says how long rows are kept, measured from ingest time.
+// A zero Default or per-dataset value means rows never expire by age;
+// a zero MaxAge means there is no hard cap.
+type Retention struct {
+	Default      Duration            `yaml:"default"`
+	Datasets     map[string]Duration `yaml:"datasets"`
+	HoldForSinks bool                `yaml:"hold_for_sinks"` // keep rows some sink has not exported yet
+	MaxAge       Duration            `yaml:"max_age"`        // overrides HoldForSinks
+}
+
+// Compaction configures background compaction of the tables.
+type Compaction struct {
+	Interval Duration `yaml:"interval"`
+}
+
+// Sink is one export instance. Blob sinks use Format and Destination;
+// forward sinks use URL and TokenFile.
+type Sink struct {
+	Type            string      `yaml:"type"`   // "blob" or "forward"
+	Format          string      `yaml:"format"` // "parquet" or "jsonl"
+	Destination     Destination `yaml:"destination"`
+	URL             string      `yaml:"url"`
+	TokenFile       string      `yaml:"token_file"` // absolute after loading
+	Schedule        string      `yaml:"schedule"`   // see ParseSchedule
+	Datasets        []string    `yaml:"datasets"`   // empty means every dataset
+	WithholdSources []string    `yaml:"withhold_sources"`
+}
+
+// Destination is where a blob sink writes: "local-fs" uses Path, "s3" the
+// remaining fields.
+type Destination struct {
+	Type           string `yaml:"type"`
+	Path           string `yaml:"path"` // absolute after loading
+	Bucket         string `yaml:"bucket"`
+	Prefix         string `yaml:"prefix"`
+	Region         string `yaml:"region"`
+	Endpoint       string `yaml:"endpoint"`
+	ForcePathStyle bool   `yaml:"force_path_style"`
+}
+
+// Default returns the embedded defaults resolved for home (HYP_HOME). The
+// spec writes the default export root as ~/.hyp/exports; it is really
+// <home>/exports, which is the same place when home is ~/.hyp.
+func Default(home string) *Config {
+	return &Config{
+		Ingest: Ingest{Listen: "127.0.0.1:18521", MaxBodyBytes: 16 << 20},
+		Cache: Cache{
+			FlushInterval: Duration(2 * time.Second),
+			Retention: Retention{
+				Default:      Duration(90 * 24 * time.Hour),
+				Datasets:     map[string]Duration{},
+				HoldForSinks: true,
+			},
+			Compaction: Compaction{Interval: Duration(10 * time.Minute)},
+		},
+		Sinks: map[string]Sink{
+			"local-parquet": {
+				Type:        "blob",
+				Format:      "parquet",
+				Destination: Destination{Type: "local-fs", Path: filepath.Join(home, "exports")},
+				Schedule:    defaultSchedule,
+			},
+		},
+	}
+}
+
+// Load reads and validates the config file at path. With path "" it reads
+// <home>/hyp.yaml, and a missing file there means the defaults; a path the
+// caller names explicitly must exist.
+func Load(home, path string) (*Config, error) {
+	explicit := path != ""
+	if !explicit {
+		path = filepath.Join(home, "hyp.yaml")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if !explicit && errors.Is(err, fs.ErrNotExist) {
+			return Default(home), nil
+		}
+		return nil, err
+	}
+	return parse(home, path, data)
+}
+
+// Parse parses hyp.yaml contents over the defaults for home and validates
+// the result. Errors name the offending key path.
+func Parse(home string, data []byte) (*Config, error) {
+	return parse(home, "hyp.yaml", data)
+}
+
+// RetentionFor returns how long rows of dataset are kept: its
+// cache.retention.datasets entry if any, else cache.retention.default.
+func (c *Config) RetentionFor(dataset string) time.Duration {
+	if d, ok := c.Cache.Retention.Datasets[dataset]; ok {
+		return time.Duration(d)
+	}
+	return time.Duration(c.Cache.Retention.Default)
+}
+
+// parse is Parse with the file name used in messages.
+func parse(home, name string, data []byte) (*Config, error) {
+	// The node tree only serves to name keys and lines in messages and to
+	// tell an absent sinks: from an empty one; decoding is done by the
+	// strict decoder below so aliases and merges behave as yaml.v3 defines.
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	keys := indexKeys(&root)
+
+	cfg := Default(home)
+	defaultSinks := cfg.Sinks
+	// yaml.v3 merges into an existing map, but a sinks: in the file must
+	// replace the defaults whole.
+	cfg.Sinks = nil
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	switch err := dec.Decode(cfg); {
+	case errors.Is(err, io.EOF):
+		// Empty or comment-only file: nothing to overlay.
+	case err != nil:
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			return nil, keys.typeErrors(name, te)
+		}
+		return nil, fmt.Errorf("%s: %w", name, err)
+	default:
+		var extra yaml.Node
+		if dec.Decode(&extra) != io.EOF {
+			return nil, fmt.Errorf("%s: only one YAML document is allowed", name)
+		}
+	}
+
+	var probs []problem
+	if _, given := keys.lines["sinks"]; given {
+		if cfg.Sinks == nil {
+			cfg.Sinks = map[string]Sink{}
+		}
+		probs = resolveSinks(home, cfg.Sinks)
+	} else {
+		cfg.Sinks = defaultSinks
+	}
+	probs = append(probs, validate(cfg)...)
+	if len(probs) > 0 {
+		return nil, keys.problems(name, probs)
+	}
+	return cfg, nil
+}
