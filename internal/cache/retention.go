@@ -30,7 +30,7 @@ type PrunePolicy struct {
 	// MaxAge deletes rows older than this whatever the floor says (0 = never).
 	MaxAge time.Duration
 	// Floor returns the partition's floor.
-	Floor func(dataset, partition string) Floor
+	Floor  func(dataset, partition string) Floor
 	DryRun bool
 }
 
