@@ -41,7 +41,7 @@ var ErrLocked = errors.New("the cache is locked by another hyp process (is a dae
 const (
 	lockFile = "LOCK"
 	seqFile  = "seq.json"
-	walDir   = "wal"
+	walDir   = "_wal" // not a legal dataset name, so it can never collide with one
 	// seqBlock is how far ahead seq.json reserves, so the allocator file is written once per
 	// million rows rather than per request.
 	seqBlock = 1 << 20

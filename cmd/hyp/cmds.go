@@ -1,0 +1,518 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/config"
+	"github.com/hyp-project/hyp/internal/control"
+	"github.com/hyp-project/hyp/internal/daemon"
+	"github.com/hyp-project/hyp/internal/home"
+	"github.com/hyp-project/hyp/internal/node"
+	"github.com/hyp-project/hyp/internal/query"
+)
+
+func daemonCmd(g *globals) *cobra.Command {
+	var cfgPath string
+	cmd := &cobra.Command{
+		Use:   "daemon",
+		Short: "Run the ingest listener, flush, retention, compaction and control socket",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := g.resolve()
+			if err != nil {
+				return err
+			}
+			cfg, err := loadConfig(dir, cfgPath)
+			if err != nil {
+				return err
+			}
+			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+			return daemon.Run(cmd.Context(), dir, cfg, log, nil)
+		},
+	}
+	cmd.Flags().StringVar(&cfgPath, "config", "", "config file (default <home>/hyp.yaml, else embedded defaults)")
+	return cmd
+}
+
+// ingestChunk bounds one request of `hyp ingest`: each chunk is atomic on its own.
+const ingestChunk = 4 << 20
+
+func ingestCmd(g *globals) *cobra.Command {
+	var source string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "ingest DATASET [FILE...]",
+		Short: "Ingest NDJSON from files or stdin into the cache",
+		Args:  args(cobra.MinimumNArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			dir, err := g.resolve()
+			if err != nil {
+				return err
+			}
+			dataset := a[0]
+			if !cache.ValidDataset(dataset) {
+				return usagef("dataset name %q must match ^[a-z][a-z0-9_]{0,62}$", dataset)
+			}
+			var inputs []io.Reader
+			for _, f := range a[1:] {
+				fh, err := os.Open(f)
+				if err != nil {
+					return usagef("%v", err)
+				}
+				defer fh.Close()
+				inputs = append(inputs, fh)
+			}
+			if len(inputs) == 0 {
+				inputs = []io.Reader{os.Stdin}
+			}
+			var total cache.Result
+			err = withAPI(cmd.Context(), dir, func(api control.API) error {
+				r := bufio.NewReaderSize(io.MultiReader(inputs...), 1<<20)
+				var buf bytes.Buffer
+				send := func() error {
+					if buf.Len() == 0 {
+						return nil
+					}
+					res, err := api.Ingest(cmd.Context(), dataset, source, buf.Bytes())
+					buf.Reset()
+					if err != nil {
+						if ie, ok := err.(*cache.InputError); ok && ie.Line > 0 {
+							return fmt.Errorf("%s (line %d of the chunk starting after row %d)", ie.Msg, ie.Line, total.Accepted)
+						}
+						return err
+					}
+					if total.FirstSeq == 0 {
+						total.FirstSeq = res.FirstSeq
+					}
+					total.Accepted += res.Accepted
+					total.LastSeq = max(total.LastSeq, res.LastSeq)
+					if isTerminal(os.Stderr) {
+						fmt.Fprintf(os.Stderr, "\ringested %d rows", total.Accepted)
+					}
+					return nil
+				}
+				for {
+					line, err := r.ReadBytes('\n')
+					if len(line) > 0 {
+						if len(line) > 0 && line[len(line)-1] != '\n' {
+							line = append(line, '\n')
+						}
+						if buf.Len()+len(line) > ingestChunk {
+							if err := send(); err != nil {
+								return err
+							}
+						}
+						buf.Write(line)
+					}
+					if err == io.EOF {
+						break
+					}
+					if err != nil {
+						return err
+					}
+				}
+				return send()
+			})
+			if isTerminal(os.Stderr) && total.Accepted > 0 {
+				fmt.Fprintln(os.Stderr)
+			}
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(os.Stdout, map[string]any{"accepted": total.Accepted, "first_seq": total.FirstSeq, "last_seq": total.LastSeq})
+			}
+			fmt.Printf("accepted %d rows (seq %d..%d)\n", total.Accepted, total.FirstSeq, total.LastSeq)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&source, "source", "", "partition source for every row (default: each row's \"source\" field, else unknown)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "machine output")
+	return cmd
+}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+type partitionJSON struct {
+	Partition string `json:"partition"`
+	Rows      int64  `json:"rows"`
+	Files     int    `json:"files"`
+	Bytes     int64  `json:"bytes"
+	"errors"`
+	MinSeq           int64      `json:"min_seq"`
+	MaxSeq           int64      `json:"max_seq"`
+	HeadSeq          int64      `json:"head_seq"`
+	OldestIngestedAt *time.Time `json:"oldest_ingested_at"`
+	NewestIngestedAt *time.Time `json:"newest_ingested_at"`
+}
+
+type datasetJSON struct {
+	Dataset    string          `json:"dataset"`
+	Partitions []partitionJSON `json:"partitions"`
+}
+
+func cacheStatusJSON(st []cache.PartitionStatus) []datasetJSON {
+	out := []datasetJSON{}
+	for _, p := range st {
+		if len(out) == 0 || out[len(out)-1].Dataset != p.Dataset {
+			out = append(out, datasetJSON{Dataset: p.Dataset, Partitions: []partitionJSON{}})
+		}
+		pj := partitionJSON{Partition: p.Partition, Rows: p.Rows, Files: p.Files, Bytes: p.Bytes, MinSeq: p.MinSeq, MaxSeq: p.MaxSeq, HeadSeq: p.HeadSeq}
+		if p.Rows > 0 {
+			o, n := p.OldestIngestedAt, p.NewestIngestedAt
+			pj.OldestIngestedAt, pj.NewestIngestedAt = &o, &n
+		}
+		out[len(out)-1].Partitions = append(out[len(out)-1].Partitions, pj)
+	}
+	return out
+}
+
+func printCacheStatus(w io.Writer, st []cache.PartitionStatus) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DATASET\tPARTITION\tROWS\tFILES\tBYTES\tSEQ RANGE\tOLDEST\tNEWEST")
+	for _, p := range st {
+		oldest, newest := "-", "-"
+		if p.Rows > 0 {
+			oldest, newest = p.OldestIngestedAt.Format(time.RFC3339), p.NewestIngestedAt.Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d..%d\t%s\t%s\n", p.Dataset, p.Partition, p.Rows, p.Files, p.Bytes, p.MinSeq, p.MaxSeq, oldest, newest)
+	}
+	tw.Flush()
+}
+
+func statusCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Daemon, datasets and sinks at a glance",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := g.resolve()
+			if err != nil {
+				return err
+			}
+			cfg, err := loadConfig(dir, "")
+			if err != nil {
+				return err
+			}
+			_, derr := control.Dial(cmd.Context(), home.Socket(dir))
+			running := derr == nil
+			r, err := openReader(cmd.Context(), dir)
+			if err != nil {
+				return err
+			}
+			st := r.Status()
+			sinks := sinkNames(cfg)
+			if asJSON {
+				return printJSON(os.Stdout, map[string]any{
+					"home":     dir,
+					"daemon":   map[string]any{"running": running, "listen": cfg.Ingest.Listen},
+					"datasets": cacheStatusJSON(st),
+					"sinks":    sinks,
+				})
+			}
+			state := "not running"
+			if running {
+				state = "running (ingest on " + cfg.Ingest.Listen + ")"
+			}
+			fmt.Printf("home:    %s\ndaemon:  %s\nsinks:   %s\n\n", dir, state, strings.Join(sinks, ", "))
+			printCacheStatus(os.Stdout, st)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "machine output")
+	return cmd
+}
+
+func sinkNames(cfg *config.Config) []string {
+	names := []string{}
+	for n := range cfg.Sinks {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func cacheCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "cache", Short: "Inspect and maintain the cache"}
+	var statusJSON bool
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "Per dataset and partition: rows, files, bytes, seq range, ingest times",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := g.resolve()
+			if err != nil {
+				return err
+			}
+			r, err := openReader(cmd.Context(), dir)
+			if err != nil {
+				return err
+			}
+			if statusJSON {
+				return printJSON(os.Stdout, map[string]any{"datasets": cacheStatusJSON(r.Status())})
+			}
+			printCacheStatus(os.Stdout, r.Status())
+			return nil
+		},
+	}
+	status.Flags().BoolVar(&statusJSON, "json", false, "machine output")
+
+	var req node.CompactRequest
+	var compactJSON bool
+	compact := &cobra.Command{
+		Use:   "compact",
+		Short: "Compact partitions now",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := g.resolve()
+			if err != nil {
+				return err
+			}
+			if req.Dataset != "" && !cache.ValidDataset(req.Dataset) {
+				return usagef("bad --dataset %q", req.Dataset)
+			}
+			req.Force = true
+			var res []cache.CompactResult
+			if err := withAPI(cmd.Context(), dir, func(api control.API) error {
+				res, err = api.Compact(cmd.Context(), req)
+				return err
+			}); err != nil {
+				return err
+			}
+			if compactJSON {
+				out := []map[string]any{}
+				for _, r := range res {
+					out = append(out, map[string]any{"dataset": r.Dataset, "partition": r.Partition, "files_before": r.FilesBefore, "files_after": r.FilesAfter, "rows": r.Rows, "from_generation": r.From, "to_generation": r.To, "skipped": r.Skipped})
+				}
+				return printJSON(os.Stdout, map[string]any{"partitions": out})
+			}
+			for _, r := range res {
+				if r.Skipped != "" {
+					fmt.Printf("%s %s: skipped (%s)\n", r.Dataset, r.Partition, r.Skipped)
+					continue
+				}
+				fmt.Printf("%s %s: %d files -> %d (%d rows, %s -> %s)\n", r.Dataset, r.Partition, r.FilesBefore, r.FilesAfter, r.Rows, r.From, r.To)
+			}
+			if len(res) == 0 {
+				fmt.Println("no matching partitions")
+			}
+			return nil
+		},
+	}
+	compact.Flags().StringVar(&req.Dataset, "dataset", "", "only this dataset")
+	compact.Flags().StringVar(&req.Partition, "partition", "", "only this partition (source=<value>)")
+	compact.Flags().BoolVar(&compactJSON, "json", false, "machine output")
+
+	var dryRun, pruneJSON bool
+	prune := &cobra.Command{
+		Use:   "prune",
+		Short: "Apply retention now; says what it deletes and what it holds for sinks",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := g.resolve()
+			if err != nil {
+				return err
+			}
+			var res []cache.PruneResult
+			if err := withAPI(cmd.Context(), dir, func(api control.API) error {
+				res, err = api.Prune(cmd.Context(), dryRun)
+				return err
+			}); err != nil {
+				return err
+			}
+			if pruneJSON {
+				out := []map[string]any{}
+				for _, r := range res {
+					m := map[string]any{"dataset": r.Dataset, "partition": r.Partition, "through_seq": r.ThroughSeq, "deleted_rows": r.DeletedRows, "held_rows": r.HeldRows, "held_for": nonNil(r.HeldFor)}
+					if r.ForcedRows > 0 {
+						m["forced_loss"] = map[string]any{"from_seq": r.ForcedFrom, "to_seq": r.ForcedTo, "rows": r.ForcedRows}
+					}
+					out = append(out, m)
+				}
+				return printJSON(os.Stdout, map[string]any{"dry_run": dryRun, "partitions": out})
+			}
+			verb := "deleted"
+			if dryRun {
+				verb = "would delete"
+			}
+			for _, r := range res {
+				fmt.Printf("%s %s: %s %d rows (seq <= %d)", r.Dataset, r.Partition, verb, r.DeletedRows, r.ThroughSeq)
+				if r.HeldRows > 0 {
+					fmt.Printf(", held %d expired rows for %s", r.HeldRows, strings.Join(r.HeldFor, ", "))
+				}
+				if r.ForcedRows > 0 {
+					fmt.Printf(", max_age forced loss of unexported seq %d..%d (%d rows)", r.ForcedFrom, r.ForcedTo, r.ForcedRows)
+				}
+				fmt.Println()
+			}
+			if len(res) == 0 {
+				fmt.Println("nothing to prune")
+			}
+			return nil
+		},
+	}
+	prune.Flags().BoolVar(&dryRun, "dry-run", false, "report only; change nothing")
+	prune.Flags().BoolVar(&pruneJSON, "json", false, "machine output")
+	cmd.AddCommand(status, compact, prune)
+	return cmd
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func queryCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "query", Short: "Query the cache"}
+	var opts query.Options
+	sql := &cobra.Command{
+		Use:   "sql \"SELECT ...\"",
+		Short: "Read-only SQL over the cache; each dataset is a table",
+		Args:  args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			dir, err := g.resolve()
+			if err != nil {
+				return err
+			}
+			switch opts.Format {
+			case "", query.FormatTable, query.FormatJSON, query.FormatJSONL, query.FormatCSV:
+			default:
+				return usagef("--format must be table, json, jsonl or csv, not %q", opts.Format)
+			}
+			_, v, err := view(cmd.Context(), dir)
+			if err != nil {
+				return err
+			}
+			defer v.Release()
+			var tables []query.Table
+			for _, t := range v.Tables {
+				qt := query.Table{Name: t.Dataset}
+				for _, c := range t.Columns {
+					qt.Columns = append(qt.Columns, query.Column{Name: c.Name, Type: c.Type.String()})
+				}
+				for _, p := range t.Partitions {
+					qt.Partitions = append(qt.Partitions, query.Partition{Name: p.Partition, Files: p.Files})
+				}
+				tables = append(tables, qt)
+			}
+			out := bufio.NewWriterSize(os.Stdout, 1<<16)
+			defer out.Flush()
+			if err := query.Run(cmd.Context(), tables, a[0], opts, out); err != nil {
+				var ue *query.UsageError
+				if errors.As(err, &ue) {
+					return usageError{err}
+				}
+				return err
+			}
+			return nil
+		},
+	}
+	sql.Flags().StringVar(&opts.Format, "format", "table", "table, json, jsonl or csv")
+	sql.Flags().BoolVar(&opts.Internal, "internal", false, "expose _hyp_ingest_seq, _hyp_ingested_at and _hyp_partition")
+
+	var schemaJSON bool
+	schema := &cobra.Command{
+		Use:   "schema DATASET",
+		Short: "Columns and types of a dataset",
+		Args:  args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			dir, err := g.resolve()
+			if err != nil {
+				return err
+			}
+			r, err := openReader(cmd.Context(), dir)
+			if err != nil {
+				return err
+			}
+			cols, ok := r.Columns(a[0])
+			if !ok {
+				return fmt.Errorf("no dataset %q in the cache", a[0])
+			}
+			all := append([]cache.Column{{Name: cache.SeqColumn, Type: cache.TypeLong}, {Name: cache.IngestedAtColumn, Type: cache.TypeTimestamp}}, cols...)
+			if schemaJSON {
+				out := []map[string]any{}
+				for _, c := range all {
+					out = append(out, map[string]any{"name": c.Name, "type": c.Type.String(), "internal": strings.HasPrefix(c.Name, "_hyp_")})
+				}
+				return printJSON(os.Stdout, map[string]any{"dataset": a[0], "columns": out})
+			}
+			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "COLUMN\tTYPE")
+			for _, c := range all {
+				fmt.Fprintf(tw, "%s\t%s\n", c.Name, c.Type)
+			}
+			return tw.Flush()
+		},
+	}
+	schema.Flags().BoolVar(&schemaJSON, "json", false, "machine output")
+	cmd.AddCommand(sql, schema)
+	return cmd
+}
+
+func sinkCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "sink", Short: "Configured sinks"}
+	var asJSON bool
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List configured sinks",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := g.resolve()
+			if err != nil {
+				return err
+			}
+			cfg, err := loadConfig(dir, "")
+			if err != nil {
+				return err
+			}
+			out := []map[string]any{}
+			for _, name := range sinkNames(cfg) {
+				s := cfg.Sinks[name]
+				m := map[string]any{"instance": name, "type": s.Type, "schedule": s.Schedule, "datasets": nonNil(s.Datasets), "withhold_sources": nonNil(s.WithholdSources)}
+				if s.Type == "blob" {
+					m["format"] = s.Format
+					m["destination"] = s.Destination
+				} else {
+					m["url"] = s.URL
+				}
+				out = append(out, m)
+			}
+			if asJSON {
+				return printJSON(os.Stdout, map[string]any{"sinks": out})
+			}
+			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "INSTANCE\tTYPE\tSCHEDULE\tTARGET")
+			for _, name := range sinkNames(cfg) {
+				s := cfg.Sinks[name]
+				target := s.URL
+				if s.Type == "blob" {
+					target = s.Format + " -> " + s.Destination.Type + ":" + s.Destination.Path + s.Destination.Bucket
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", name, s.Type, s.Schedule, target)
+			}
+			return tw.Flush()
+		},
+	}
+	list.Flags().BoolVar(&asJSON, "json", false, "machine output")
+	cmd.AddCommand(list)
+	return cmd
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/config"
+	"github.com/hyp-project/hyp/internal/control"
+	"github.com/hyp-project/hyp/internal/home"
+	"github.com/hyp-project/hyp/internal/node"
+)
+
+func (g *globals) resolve() (string, error) { return home.Resolve(g.home) }
+
+func loadConfig(dir, path string) (*config.Config, error) {
+	cfg, err := config.Load(dir, path)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return cfg, nil
+}
+
+// withAPI runs fn against the running daemon, or, with none, against a Node this process
+// opens under the cache's writer lock. Either way there is exactly one writer.
+func withAPI(ctx context.Context, dir string, fn func(control.API) error) error {
+	c, err := control.Dial(ctx, home.Socket(dir))
+	if err == nil {
+		return fn(c)
+	}
+	cfg, err := loadConfig(dir, "")
+	if err != nil {
+		return err
+	}
+	n, err := node.Open(ctx, dir, cfg, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if errors.Is(err, cache.ErrLocked) {
+		return fmt.Errorf("%w; its control socket %s does not answer", err, home.Socket(dir))
+	}
+	if err != nil {
+		return err
+	}
+	ferr := fn(control.Local{N: n})
+	if err := n.Close(ctx); ferr == nil {
+		ferr = err
+	}
+	return ferr
+}
+
+// openReader makes every acknowledged row visible in the tables (through the daemon, or by
+// replaying the log under the lock), then opens the cache read-only.
+func openReader(ctx context.Context, dir string) (*cache.Reader, error) {
+	if _, err := os.Stat(home.Cache(dir)); errors.Is(err, os.ErrNotExist) {
+		return cache.OpenReader(ctx, home.Cache(dir))
+	}
+	if err := withAPI(ctx, dir, func(api control.API) error { return api.Flush(ctx) }); err != nil {
+		return nil, err
+	}
+	return cache.OpenReader(ctx, home.Cache(dir))
+}
+
+// view pins the cache's files, reopening if it raced a compaction.
+func view(ctx context.Context, dir string) (*cache.Reader, *cache.View, error) {
+	var lastErr error
+	for range 5 {
+		r, err := openReader(ctx, dir)
+		if err != nil {
+			return nil, nil, err
+		}
+		v, err := r.View()
+		if err == nil {
+			return r, v, nil
+		}
+		if !errors.Is(err, cache.ErrGenerationGone) {
+			return nil, nil, err
+		}
+		lastErr = err
+	}
+	return nil, nil, lastErr
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,72 @@
+// Command hyp is the CLI and daemon. This package is flags and output only; behaviour lives
+// in internal/.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// usageError makes the process exit 2 (SPEC 7).
+type usageError struct{ error }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+type globals struct {
+	home string
+	json bool
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	g := &globals{}
+	root := &cobra.Command{
+		Use:           "hyp",
+		Short:         "Capture telemetry rows into a durable local cache and export them exactly once",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&g.home, "home", "", "hyp home directory (default $HYP_HOME or ~/.hyp)")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(daemonCmd(g), ingestCmd(g), statusCmd(g), cacheCmd(g), queryCmd(g), sinkCmd(g))
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return
+	}
+	fmt.Fprintln(os.Stderr, "hyp:", err)
+	var ue usageError
+	if errors.As(err, &ue) || isCobraUsage(err) {
+		os.Exit(2)
+	}
+	os.Exit(1)
+}
+
+// isCobraUsage recognises cobra's own argument and command errors, which it returns as
+// plain errors.
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "accepts ", "requires at least", "requires at most", "unknown flag", "unknown shorthand flag", "invalid argument", "flag needs an argument", "required flag"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// args wraps a cobra positional-args check so its failure exits 2.
+func args(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, a []string) error {
+		if err := check(cmd, a); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
+}

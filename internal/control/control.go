@@ -1,0 +1,219 @@
+// Package control owns the daemon's control socket (hyp.sock, mode 0600): the server that
+// exposes a Node's state-changing operations to CLI commands, and the client they use.
+// Every state change a CLI makes while a daemon runs goes through here, so there is never a
+// second writer. It never opens the cache itself.
+package control
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/node"
+)
+
+// API is what CLI commands call, served either by the daemon or by a local Node.
+type API interface {
+	Flush(ctx context.Context) error
+	Compact(ctx context.Context, req node.CompactRequest) ([]cache.CompactResult, error)
+	Prune(ctx context.Context, dryRun bool) ([]cache.PruneResult, error)
+	Ingest(ctx context.Context, dataset, source string, body []byte) (cache.Result, error)
+}
+
+// Local adapts a Node opened by the CLI itself.
+type Local struct{ N *node.Node }
+
+func (l Local) Flush(ctx context.Context) error { return l.N.Flush(ctx) }
+func (l Local) Compact(ctx context.Context, req node.CompactRequest) ([]cache.CompactResult, error) {
+	return l.N.Compact(ctx, req)
+}
+func (l Local) Prune(ctx context.Context, dryRun bool) ([]cache.PruneResult, error) {
+	return l.N.Prune(ctx, dryRun)
+}
+func (l Local) Ingest(_ context.Context, dataset, source string, body []byte) (cache.Result, error) {
+	return l.N.Ingest(dataset, source, body)
+}
+
+type errorBody struct {
+	Error   string `json:"error"`
+	Line    int    `json:"line,omitempty"`
+	Message string `json:"message"`
+}
+
+type pruneRequest struct {
+	DryRun bool `json:"dry_run"`
+}
+
+// Listen creates the socket with owner-only permissions. A socket file left by a dead
+// daemon is replaced; one that still answers is refused.
+func Listen(path string) (net.Listener, error) {
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("control socket %s is in use by a running daemon", path)
+	}
+	_ = os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	return ln, nil
+}
+
+// Handler serves n's operations; ingest is the daemon's ingest handler, mounted so that
+// `hyp ingest` reaches the same code path as HTTP clients.
+func Handler(n *node.Node, ingest http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/v1/ingest/", ingest)
+	mux.HandleFunc("GET /v1/ping", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, map[string]any{"pid": os.Getpid(), "home": n.Home})
+	})
+	mux.HandleFunc("POST /v1/flush", func(w http.ResponseWriter, r *http.Request) {
+		if err := n.Flush(r.Context()); err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, 200, map[string]any{})
+	})
+	mux.HandleFunc("POST /v1/compact", func(w http.ResponseWriter, r *http.Request) {
+		var req node.CompactRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			writeJSON(w, 400, errorBody{Error: "bad_request", Message: err.Error()})
+			return
+		}
+		res, err := n.Compact(r.Context(), req)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, 200, res)
+	})
+	mux.HandleFunc("POST /v1/prune", func(w http.ResponseWriter, r *http.Request) {
+		var req pruneRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			writeJSON(w, 400, errorBody{Error: "bad_request", Message: err.Error()})
+			return
+		}
+		res, err := n.Prune(r.Context(), req.DryRun)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, 200, res)
+	})
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeErr(w http.ResponseWriter, err error) {
+	writeJSON(w, 500, errorBody{Error: "internal", Message: err.Error()})
+}
+
+// Client talks to a running daemon.
+type Client struct {
+	hc *http.Client
+}
+
+// ErrNoDaemon means nothing answers on the socket.
+var ErrNoDaemon = errors.New("no daemon is running")
+
+// Dial connects to the daemon on socket, or returns ErrNoDaemon.
+func Dial(ctx context.Context, socket string) (*Client, error) {
+	if _, err := os.Stat(socket); err != nil {
+		return nil, ErrNoDaemon
+	}
+	c := &Client{hc: &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+	}}}
+	var ping map[string]any
+	if err := c.do(ctx, "GET", "/v1/ping", nil, "", &ping); err != nil {
+		return nil, ErrNoDaemon
+	}
+	return c, nil
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body []byte, ctype string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, "http://hyp"+path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("daemon: %w", err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("daemon: %w", err)
+	}
+	if resp.StatusCode != 200 {
+		var eb errorBody
+		_ = json.Unmarshal(data, &eb)
+		if resp.StatusCode == 400 || resp.StatusCode == 413 {
+			return &cache.InputError{Kind: eb.Error, Line: eb.Line, Msg: eb.Message}
+		}
+		return fmt.Errorf("daemon: %s: %s", eb.Error, eb.Message)
+	}
+	if out != nil {
+		return json.Unmarshal(data, out)
+	}
+	return nil
+}
+
+func (c *Client) Flush(ctx context.Context) error {
+	return c.do(ctx, "POST", "/v1/flush", []byte("{}"), "application/json", nil)
+}
+
+func (c *Client) Compact(ctx context.Context, req node.CompactRequest) ([]cache.CompactResult, error) {
+	b, _ := json.Marshal(req)
+	var out []cache.CompactResult
+	return out, c.do(ctx, "POST", "/v1/compact", b, "application/json", &out)
+}
+
+func (c *Client) Prune(ctx context.Context, dryRun bool) ([]cache.PruneResult, error) {
+	b, _ := json.Marshal(pruneRequest{DryRun: dryRun})
+	var out []cache.PruneResult
+	return out, c.do(ctx, "POST", "/v1/prune", b, "application/json", &out)
+}
+
+func (c *Client) Ingest(ctx context.Context, dataset, source string, body []byte) (cache.Result, error) {
+	path := "/v1/ingest/" + url.PathEscape(dataset)
+	if source != "" {
+		path += "?source=" + url.QueryEscape(source)
+	}
+	var out struct {
+		Accepted int    `json:"accepted"`
+		FirstSeq string `json:"first_seq"`
+		LastSeq  string `json:"last_seq"`
+	}
+	if err := c.do(ctx, "POST", path, body, "application/x-ndjson", &out); err != nil {
+		return cache.Result{}, err
+	}
+	first, _ := strconv.ParseInt(out.FirstSeq, 10, 64)
+	last, _ := strconv.ParseInt(out.LastSeq, 10, 64)
+	return cache.Result{Accepted: out.Accepted, FirstSeq: first, LastSeq: last}, nil
+}

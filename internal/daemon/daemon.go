@@ -1,0 +1,133 @@
+// Package daemon owns the long-running process: it opens the home's single Node, serves the
+// ingest listener and the control socket, and runs the flush, compaction and retention
+// loops until its context ends, then drains: stop accepting, flush, release the lock. It
+// never holds state of its own beyond those goroutines.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/config"
+	"github.com/hyp-project/hyp/internal/control"
+	"github.com/hyp-project/hyp/internal/home"
+	"github.com/hyp-project/hyp/internal/ingest"
+	"github.com/hyp-project/hyp/internal/node"
+)
+
+// walFlushBytes triggers a flush before the interval when the log grows this large, which
+// bounds both replay time and flush memory under heavy ingest.
+const walFlushBytes = 64 << 20
+
+// retentionInterval is how often retention runs in the daemon.
+const retentionInterval = 5 * time.Minute
+
+// Run serves until ctx is done. Ready is called once the listeners accept.
+func Run(ctx context.Context, dir string, cfg *config.Config, log *slog.Logger, ready func(ingestAddr string)) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	n, err := node.Open(ctx, dir, cfg, log)
+	if errors.Is(err, cache.ErrLocked) {
+		return fmt.Errorf("another hyp daemon (or a CLI command) holds %s: %w", dir, err)
+	}
+	if err != nil {
+		return err
+	}
+	var isReady atomic.Bool
+	h, err := ingest.NewHandler(n, ingest.Options{
+		MaxBodyBytes: cfg.Ingest.MaxBodyBytes,
+		Registerer:   n.Reg,
+		Gatherer:     n.Reg,
+		Ready:        isReady.Load,
+		Logger:       log,
+	})
+	if err != nil {
+		n.Close(ctx)
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Ingest.Listen)
+	if err != nil {
+		n.Close(ctx)
+		return fmt.Errorf("ingest listener: %w", err)
+	}
+	sock, err := control.Listen(home.Socket(dir))
+	if err != nil {
+		ln.Close()
+		n.Close(ctx)
+		return err
+	}
+	ingestSrv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	ctlSrv := &http.Server{Handler: control.Handler(n, h), ReadHeaderTimeout: 10 * time.Second}
+	go ingestSrv.Serve(ln)
+	go ctlSrv.Serve(sock)
+
+	loopCtx, stopLoops := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	loop := func(name string, every time.Duration, poll time.Duration, due func() bool, fn func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			last := time.Now()
+			t := time.NewTicker(poll)
+			defer t.Stop()
+			for {
+				select {
+				case <-loopCtx.Done():
+					return
+				case <-t.C:
+				}
+				if time.Since(last) < every && (due == nil || !due()) {
+					continue
+				}
+				last = time.Now()
+				if err := fn(loopCtx); err != nil && loopCtx.Err() == nil {
+					log.Error(name+" failed", "err", err)
+				}
+			}
+		}()
+	}
+	flushEvery := time.Duration(cfg.Cache.FlushInterval)
+	loop("flush", flushEvery, min(flushEvery, 200*time.Millisecond), func() bool { return n.Cache.WALSize() > walFlushBytes }, n.Flush)
+	compactEvery := time.Duration(cfg.Cache.Compaction.Interval)
+	loop("compaction", compactEvery, min(compactEvery, time.Second), nil, func(ctx context.Context) error {
+		_, err := n.Compact(ctx, node.CompactRequest{})
+		return err
+	})
+	loop("retention", retentionInterval, time.Second, nil, func(ctx context.Context) error {
+		_, err := n.Prune(ctx, false)
+		return err
+	})
+
+	isReady.Store(true)
+	log.Info("hyp daemon running", "home", dir, "ingest", ln.Addr().String(), "socket", home.Socket(dir))
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	<-ctx.Done()
+
+	log.Info("hyp daemon draining")
+	isReady.Store(false)
+	shutCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = ingestSrv.Shutdown(shutCtx)
+	_ = ctlSrv.Shutdown(shutCtx)
+	stopLoops()
+	wg.Wait()
+	err = n.Close(shutCtx)
+	_ = os.Remove(home.Socket(dir))
+	if err != nil {
+		return fmt.Errorf("final flush: %w", err)
+	}
+	log.Info("hyp daemon stopped")
+	return nil
+}

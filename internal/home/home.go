@@ -1,0 +1,38 @@
+// Package home owns where a hyp installation lives: the HYP_HOME directory and the fixed
+// names inside it (SPEC 2). It never creates or reads those files.
+package home
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Resolve picks the home: the --home flag, else $HYP_HOME, else ~/.hyp. The result is absolute.
+func Resolve(flag string) (string, error) {
+	dir := flag
+	if dir == "" {
+		dir = os.Getenv("HYP_HOME")
+	}
+	if dir == "" {
+		u, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("no --home, no HYP_HOME and no user home directory: %w", err)
+		}
+		dir = filepath.Join(u, ".hyp")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("home %q: %w", dir, err)
+	}
+	return abs, nil
+}
+
+// Socket is the daemon's control socket.
+func Socket(home string) string { return filepath.Join(home, "hyp.sock") }
+
+// Cache is the cache directory.
+func Cache(home string) string { return filepath.Join(home, "cache") }
+
+// Config is the default config file.
+func Config(home string) string { return filepath.Join(home, "hyp.yaml") }

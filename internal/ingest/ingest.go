@@ -1,0 +1,347 @@
+// Package ingest owns the HTTP surface of the daemon's ingest listener: NDJSON ingest
+// (POST /v1/ingest/{dataset}), OTLP/HTTP (POST /v1/logs, /v1/traces, /v1/metrics), the
+// Prometheus scrape endpoint (GET /metrics) and the health check (GET /healthz).
+//
+// It never stores anything itself and acknowledges only what the store made durable: a
+// success reply is written after the store returned, never before. Every reply other than
+// 200 is a JSON object with an "error" key naming the error kind, so clients can branch on
+// it without parsing messages.
+//
+// The NDJSON path is the hot one, so the handler does no per-row work there: it reads the
+// body into a pooled buffer and hands it to the store, which validates and partitions.
+package ingest
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+
+	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/otlp"
+)
+
+// Store makes ingest requests durable; *cache.Cache implements it. Both methods are atomic
+// (all rows or none) and return only once the rows are durable. Input errors are reported
+// as *cache.InputError; any other error is a storage failure.
+//
+// Ingest must not retain body after it returns: the handler reuses the buffer for the next
+// request.
+type Store interface {
+	Ingest(dataset, source string, body []byte) (cache.Result, error)
+	IngestRows(dataset string, rows []cache.Row) (cache.Result, error)
+}
+
+// Options configure NewHandler.
+type Options struct {
+	// MaxBodyBytes bounds a request body, both as sent and after decompression. Must be > 0.
+	MaxBodyBytes int64
+	// Registerer receives the hyp_ingest_* metrics. Required: the handler never falls back
+	// to the global registry, so two handlers in one process (tests) cannot collide there.
+	Registerer prometheus.Registerer
+	// Gatherer is served at GET /metrics; nil turns /metrics into a 404.
+	Gatherer prometheus.Gatherer
+	// Ready reports whether /healthz answers 200 (true) or 503; nil means always ready.
+	Ready func() bool
+	// Logger receives storage failures; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// endpoint is the closed set of values of the endpoint metric label; requests that match
+// no route share one value so garbage paths cannot grow the label set.
+type endpoint uint8
+
+const (
+	epIngest endpoint = iota
+	epOTLPLogs
+	epOTLPTraces
+	epOTLPMetrics
+	epMetrics
+	epHealthz
+	epUnknown
+	numEndpoints
+)
+
+var endpointNames = [numEndpoints]string{
+	epIngest:      "ingest",
+	epOTLPLogs:    "otlp_logs",
+	epOTLPTraces:  "otlp_traces",
+	epOTLPMetrics: "otlp_metrics",
+	epMetrics:     "metrics",
+	epHealthz:     "healthz",
+	epUnknown:     "unknown",
+}
+
+// otlpRoute is one OTLP/HTTP signal endpoint. The success reply is an empty Export*Response
+// and never changes, so it is encoded once up front in both encodings.
+type otlpRoute struct {
+	signal    otlp.Signal
+	protoResp []byte
+	jsonResp  []byte
+}
+
+type handler struct {
+	store    Store
+	maxBody  int64
+	ready    func() bool
+	log      *slog.Logger
+	scrape   http.Handler // nil when there is no Gatherer
+	otlp     [numEndpoints]otlpRoute
+	metrics  *metrics
+	tooLarge *replyError // shared by every oversized request; never modified
+}
+
+// NewHandler returns the ingest listener's handler. It fails when an option is missing or
+// the metrics cannot be registered (for example when Registerer already holds them).
+func NewHandler(store Store, opts Options) (http.Handler, error) {
+	if store == nil {
+		return nil, errors.New("ingest: nil store")
+	}
+	if opts.MaxBodyBytes <= 0 {
+		return nil, fmt.Errorf("ingest: MaxBodyBytes must be positive, got %d", opts.MaxBodyBytes)
+	}
+	if opts.Registerer == nil {
+		return nil, errors.New("ingest: nil Registerer")
+	}
+	h := &handler{
+		store:   store,
+		maxBody: opts.MaxBodyBytes,
+		ready:   opts.Ready,
+		log:     opts.Logger,
+		tooLarge: &replyError{
+			status: http.StatusRequestEntityTooLarge, kind: "body_too_large",
+			msg: fmt.Sprintf("the body exceeds %d bytes (after decompression, if compressed)", opts.MaxBodyBytes),
+		},
+	}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
+	if opts.Gatherer != nil {
+		h.scrape = promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{
+			ErrorLog: slog.NewLogLogger(h.log.Handler(), slog.LevelError),
+			// A broken collector should cost its own series, not the whole scrape.
+			ErrorHandling: promhttp.ContinueOnError,
+		})
+	}
+	var err error
+	if h.otlp[epOTLPLogs], err = newOTLPRoute(otlp.Logs, plogotlp.NewExportResponse()); err != nil {
+		return nil, err
+	}
+	if h.otlp[epOTLPTraces], err = newOTLPRoute(otlp.Traces, ptraceotlp.NewExportResponse()); err != nil {
+		return nil, err
+	}
+	if h.otlp[epOTLPMetrics], err = newOTLPRoute(otlp.Metrics, pmetricotlp.NewExportResponse()); err != nil {
+		return nil, err
+	}
+	if h.metrics, err = newMetrics(opts.Registerer); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+func newOTLPRoute(sig otlp.Signal, resp interface {
+	MarshalProto() ([]byte, error)
+	MarshalJSON() ([]byte, error)
+}) (otlpRoute, error) {
+	p, err := resp.MarshalProto()
+	if err != nil {
+		return otlpRoute{}, fmt.Errorf("ingest: encoding the empty %s export response: %w", sig, err)
+	}
+	j, err := resp.MarshalJSON()
+	if err != nil {
+		return otlpRoute{}, fmt.Errorf("ingest: encoding the empty %s export response: %w", sig, err)
+	}
+	return otlpRoute{signal: sig, protoResp: p, jsonResp: j}, nil
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	ep, code := h.route(w, r)
+	h.metrics.requests.WithLabelValues(endpointNames[ep], strconv.Itoa(code)).Inc()
+	h.metrics.duration[ep].Observe(time.Since(start).Seconds())
+}
+
+// route dispatches by hand rather than through http.ServeMux because ServeMux answers 404
+// and 405 in plain text, and every error reply here must be JSON.
+func (h *handler) route(w http.ResponseWriter, r *http.Request) (endpoint, int) {
+	path := r.URL.Path
+	if dataset, ok := strings.CutPrefix(path, "/v1/ingest/"); ok && !strings.Contains(dataset, "/") {
+		return epIngest, h.ingest(w, r, dataset)
+	}
+	switch path {
+	case "/v1/logs":
+		return epOTLPLogs, h.otlpExport(w, r, epOTLPLogs)
+	case "/v1/traces":
+		return epOTLPTraces, h.otlpExport(w, r, epOTLPTraces)
+	case "/v1/metrics":
+		return epOTLPMetrics, h.otlpExport(w, r, epOTLPMetrics)
+	case "/healthz":
+		return epHealthz, h.healthz(w, r)
+	case "/metrics":
+		if h.scrape != nil {
+			return epMetrics, h.serveMetrics(w, r)
+		}
+	}
+	return epUnknown, writeError(w, &replyError{status: http.StatusNotFound, kind: "not_found", msg: "no such endpoint: " + path})
+}
+
+// ingest serves POST /v1/ingest/{dataset}. An empty body (or one with only blank lines)
+// still goes to the store, which validates the dataset and source, and is answered 200
+// {"accepted":0} without first_seq/last_seq: zero rows have no seq range, and "0" would
+// read as a real seq.
+func (h *handler) ingest(w http.ResponseWriter, r *http.Request, dataset string) int {
+	if r.Method != http.MethodPost {
+		return h.reject(w, dataset, methodNotAllowed(w, http.MethodPost))
+	}
+	// The store checks the name too, but checking first avoids reading the body of a
+	// request that is bound to fail.
+	if !cache.ValidDataset(dataset) {
+		return h.reject(w, dataset, &replyError{
+			status: http.StatusBadRequest, kind: "bad_dataset",
+			msg: fmt.Sprintf("dataset name %q must match ^[a-z][a-z0-9_]{0,62}$", dataset),
+		})
+	}
+	buf, rerr := h.readBody(r)
+	if rerr != nil {
+		return h.reject(w, dataset, rerr)
+	}
+	res, err := h.store.Ingest(dataset, r.URL.Query().Get("source"), buf.Bytes())
+	putBuffer(buf)
+	if err != nil {
+		return h.reject(w, dataset, h.storeError(dataset, err))
+	}
+	h.metrics.rows.WithLabelValues(dataset).Add(float64(res.Accepted))
+
+	b := make([]byte, 0, 96)
+	b = append(b, `{"accepted":`...)
+	b = strconv.AppendInt(b, int64(res.Accepted), 10)
+	if res.Accepted > 0 {
+		// Seqs are strings because they are int64 and JSON numbers lose precision past
+		// 2^53 in most clients.
+		b = append(b, `,"first_seq":"`...)
+		b = strconv.AppendInt(b, res.FirstSeq, 10)
+		b = append(b, `","last_seq":"`...)
+		b = strconv.AppendInt(b, res.LastSeq, 10)
+		b = append(b, '"')
+	}
+	b = append(b, "}\n"...)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b) // a client that hung up after its rows were stored has nothing to learn
+	return http.StatusOK
+}
+
+// otlpExport serves one OTLP/HTTP signal endpoint. otlp.Decode is the single authority on
+// which media types are accepted; the body is read before it can say so, which costs a
+// misconfigured client one bounded read.
+func (h *handler) otlpExport(w http.ResponseWriter, r *http.Request, ep endpoint) int {
+	route := &h.otlp[ep]
+	dataset := string(route.signal)
+	if r.Method != http.MethodPost {
+		return h.reject(w, dataset, methodNotAllowed(w, http.MethodPost))
+	}
+	buf, rerr := h.readBody(r)
+	if rerr != nil {
+		return h.reject(w, dataset, rerr)
+	}
+	contentType := r.Header.Get("Content-Type")
+	rows, err := otlp.Decode(route.signal, contentType, buf.Bytes())
+	// Decoded rows copy what they need, so the buffer can go back before the store call.
+	putBuffer(buf)
+	if errors.Is(err, otlp.ErrUnsupportedMediaType) {
+		return h.reject(w, dataset, &replyError{status: http.StatusUnsupportedMediaType, kind: "unsupported_media_type", msg: err.Error()})
+	}
+	if err != nil {
+		return h.reject(w, dataset, &replyError{status: http.StatusBadRequest, kind: "bad_otlp", msg: err.Error()})
+	}
+	crows := make([]cache.Row, len(rows))
+	for i, row := range rows {
+		crows[i] = cache.Row(row)
+	}
+	res, err := h.store.IngestRows(dataset, crows)
+	if err != nil {
+		return h.reject(w, dataset, h.storeError(dataset, err))
+	}
+	h.metrics.rows.WithLabelValues(dataset).Add(float64(res.Accepted))
+
+	// Decode accepted the content type, so it parses and is one of the two OTLP encodings;
+	// the reply must use the same one.
+	mediaType, _, _ := mime.ParseMediaType(contentType)
+	resp := route.protoResp
+	if mediaType == "application/json" {
+		resp = route.jsonResp
+	}
+	w.Header().Set("Content-Type", mediaType)
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(resp)
+	return http.StatusOK
+}
+
+func (h *handler) healthz(w http.ResponseWriter, r *http.Request) int {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return writeError(w, methodNotAllowed(w, "GET, HEAD"))
+	}
+	if h.ready != nil && !h.ready() {
+		return writeError(w, &replyError{status: http.StatusServiceUnavailable, kind: "not_ready", msg: "the daemon is not ready"})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write([]byte("{\"status\":\"ok\"}\n"))
+	return http.StatusOK
+}
+
+func (h *handler) serveMetrics(w http.ResponseWriter, r *http.Request) int {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return writeError(w, methodNotAllowed(w, "GET, HEAD"))
+	}
+	sw := statusWriter{ResponseWriter: w, status: http.StatusOK}
+	h.scrape.ServeHTTP(&sw, r)
+	return sw.status
+}
+
+// statusWriter records the status promhttp writes, for the requests metric.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+// storeError maps a store failure to a reply. Input errors are the client's; anything else
+// is ours, so it is logged (with no body content, which may be sensitive).
+func (h *handler) storeError(dataset string, err error) *replyError {
+	var ie *cache.InputError
+	if errors.As(err, &ie) {
+		return &replyError{status: http.StatusBadRequest, kind: ie.Kind, line: ie.Line, msg: ie.Msg}
+	}
+	h.log.Error("ingest: store failed", "dataset", dataset, "err", err)
+	return &replyError{status: http.StatusInternalServerError, kind: "storage_error", msg: err.Error()}
+}
+
+// reject counts a rejected ingest or OTLP request and writes its reply. A dataset name that
+// is not valid is counted as "" so garbage names cannot grow the label set.
+func (h *handler) reject(w http.ResponseWriter, dataset string, e *replyError) int {
+	if !cache.ValidDataset(dataset) {
+		dataset = ""
+	}
+	h.metrics.rejected.WithLabelValues(dataset, e.kind).Inc()
+	return writeError(w, e)
+}
+
+func methodNotAllowed(w http.ResponseWriter, allow string) *replyError {
+	w.Header().Set("Allow", allow)
+	return &replyError{status: http.StatusMethodNotAllowed, kind: "method_not_allowed", msg: "allowed methods: " + allow}
+}
