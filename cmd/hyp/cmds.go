@@ -150,11 +150,10 @@ func isTerminal(f *os.File) bool {
 }
 
 type partitionJSON struct {
-	Partition string `json:"partition"`
-	Rows      int64  `json:"rows"`
-	Files     int    `json:"files"`
-	Bytes     int64  `json:"bytes"
-	"errors"`
+	Partition        string     `json:"partition"`
+	Rows             int64      `json:"rows"`
+	Files            int        `json:"files"`
+	Bytes            int64      `json:"bytes"`
 	MinSeq           int64      `json:"min_seq"`
 	MaxSeq           int64      `json:"max_seq"`
 	HeadSeq          int64      `json:"head_seq"`
