@@ -1,0 +1,153 @@
+// Command bench prints hyp's headline figures on this machine: durable HTTP ingest rows/s
+// (1,000-row requests of ~200-byte rows, 4 concurrent clients, fsync'd acks, flushing to
+// Iceberg at the same time), and the cost of incremental scans on a large partition.
+// Run it with `go run ./bench` after `make build`; it starts bin/hyp on a temporary home.
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hyp-project/hyp/internal/cache"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+func main() {
+	rowsTotal := flag.Int("rows", 2_000_000, "rows to send over HTTP")
+	clients := flag.Int("clients", 4, "concurrent clients")
+	batch := flag.Int("batch", 1000, "rows per request")
+	scanRows := flag.Int("scan-rows", 1_000_000, "partition size for the scan figures")
+	bin := flag.String("bin", "bin/hyp", "hyp binary")
+	flag.Parse()
+	fmt.Printf("machine: %d CPUs, %s/%s, %s\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, time.Now().UTC().Format(time.RFC3339))
+	if err := ingestBench(*bin, *rowsTotal, *clients, *batch); err != nil {
+		fmt.Fprintln(os.Stderr, "ingest bench:", err)
+		os.Exit(1)
+	}
+	if err := scanBench(*scanRows); err != nil {
+		fmt.Fprintln(os.Stderr, "scan bench:", err)
+		os.Exit(1)
+	}
+}
+
+func body(from, n int) []byte {
+	var b bytes.Buffer
+	for i := from; i < from+n; i++ {
+		fmt.Fprintf(&b, `{"ts":"2026-11-30T09:00:00.%06dZ","level":"info","service":"checkout","msg":"request handled","path":"/api/v1/items/%d","status":200,"duration_ms":%d,"id":%d}`+"\n", i%1000000, i%5000, i%977, i)
+	}
+	return b.Bytes()
+}
+
+func ingestBench(bin string, total, clients, batch int) error {
+	home, err := os.MkdirTemp("", "hyp-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(home)
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close()
+	os.WriteFile(filepath.Join(home, "hyp.yaml"), []byte("ingest:\n  listen: "+addr+"\ncache:\n  flush_interval: "+os.Getenv("BENCH_FLUSH")+"\nsinks: {}\n"), 0o644)
+	cmd := exec.Command(bin, "daemon", "--home", home)
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() }()
+	for i := 0; ; i++ {
+		if r, err := http.Get("http://" + addr + "/healthz"); err == nil && r.StatusCode == 200 {
+			break
+		}
+		if i > 200 {
+			return fmt.Errorf("daemon not ready")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	bodies := make([][]byte, 64)
+	for i := range bodies {
+		bodies[i] = body(i*batch, batch)
+	}
+	fmt.Printf("ingest: %d rows, %d-row requests, %d clients, %d bytes/row\n", total, batch, clients, len(bodies[0])/batch)
+	var sent atomic.Int64
+	var wg sync.WaitGroup
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
+	start := time.Now()
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			for i := c; sent.Add(int64(batch)) <= int64(total); i += clients {
+				resp, err := hc.Post("http://"+addr+"/v1/ingest/logs?source=bench", "application/x-ndjson", bytes.NewReader(bodies[i%len(bodies)]))
+				if err != nil || resp.StatusCode != 200 {
+					fmt.Fprintln(os.Stderr, "request failed", err)
+					return
+				}
+				resp.Body.Close()
+			}
+		}(c)
+	}
+	wg.Wait()
+	el := time.Since(start)
+	fmt.Printf("ingest: %.0f rows/s durable (acks after fsync), %.1f MB/s, %s\n", float64(total)/el.Seconds(), float64(total*len(bodies[0])/batch)/el.Seconds()/1e6, el.Round(time.Millisecond))
+	fstart := time.Now()
+	out, err := exec.Command(bin, "query", "sql", "SELECT count(*) AS n FROM logs", "--home", home, "--format", "jsonl").CombinedOutput()
+	fmt.Printf("ingest: flush backlog + count query %s: %s", time.Since(fstart).Round(time.Millisecond), out)
+	return err
+}
+
+func scanBench(n int) error {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "hyp-scan-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	c, err := cache.Open(ctx, dir, cache.Options{})
+	if err != nil {
+		return err
+	}
+	defer c.Close(ctx)
+	for i := 0; i < n; i += 100_000 {
+		if _, err := c.Ingest("logs", "big", body(i, 100_000)); err != nil {
+			return err
+		}
+		if err := c.Flush(ctx); err != nil {
+			return err
+		}
+	}
+	if _, err := c.Compact(ctx, true, nil); err != nil {
+		return err
+	}
+	head := c.Status()[0].HeadSeq
+	measure := func(label string, since int64) {
+		start := time.Now()
+		var rows int64
+		st, err := c.Scan(ctx, "logs", "big", since, 1<<62, func(r arrow.RecordBatch) error { rows += r.NumRows(); return nil })
+		if err != nil {
+			fmt.Println(label, err)
+			return
+		}
+		fmt.Printf("scan %d-row partition, %s: %s, files opened %d, row groups %d, rows read %d, rows returned %d\n", n, label, time.Since(start).Round(time.Microsecond), st.FilesOpened, st.RowGroupsRead, st.RowsRead, st.RowsReturned)
+	}
+	measure("no new rows", head)
+	for _, k := range []int{1000, 100_000} {
+		r, err := c.Ingest("logs", "big", body(n, k))
+		if err != nil {
+			return err
+		}
+		c.Flush(ctx)
+		measure(fmt.Sprintf("%d new rows", k), r.FirstSeq-1)
+	}
+	return nil
+}
