@@ -155,12 +155,35 @@ func TestDaemonIngestQueryStatus(t *testing.T) {
 		t.Fatalf("single row without newline: %d", code)
 	}
 
-	res := queryJSON(t, home, "SELECT count(*) AS n, count(DISTINCT id) AS d FROM logs")
+	otlpLogs := `{"resourceLogs":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"checkout"}}]},"scopeLogs":[{"logRecords":[{"timeUnixNano":"1700000000000000000","severityText":"INFO","body":{"stringValue":"paid"},"traceId":"5b8efff798038103d269b633813fc60c","spanId":"eee19b7ec3c1b174"}]}]}]}`
+	resp, err := http.Post("http://"+addr+"/v1/logs", "application/json", strings.NewReader(otlpLogs))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("otlp logs: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	otel := queryJSON(t, home, "SELECT body, trace_id, _hyp_partition AS p FROM logs WHERE body = 'paid'", "--internal")
+	if len(otel) != 1 || otel[0]["trace_id"] != "5b8efff798038103d269b633813fc60c" || otel[0]["p"] != "source=checkout" {
+		t.Fatalf("otlp row: %v", otel)
+	}
+	mresp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mbody := new(bytes.Buffer)
+	mbody.ReadFrom(mresp.Body)
+	mresp.Body.Close()
+	for _, want := range []string{`hyp_ingest_rows_total{dataset="logs"} 1502`, `hyp_cache_rows{dataset="logs",partition="source=web"} 1000`, `hyp_ingest_rejected_total{dataset="logs",reason="bad_json"} 1`} {
+		if !strings.Contains(mbody.String(), want) {
+			t.Fatalf("/metrics lacks %s", want)
+		}
+	}
+
+	res := queryJSON(t, home, "SELECT count(*) AS n, count(DISTINCT id) AS d FROM logs WHERE id IS NOT NULL")
 	if res[0]["n"].(float64) != 1501 || res[0]["d"].(float64) != 1501 {
 		t.Fatalf("count: %v", res)
 	}
 	res = queryJSON(t, home, "SELECT _hyp_partition AS p, count(*) AS n FROM logs GROUP BY 1 ORDER BY 1", "--internal")
-	if len(res) != 3 || res[0]["p"] != "source=cli" || res[2]["n"].(float64) != 1000 {
+	if len(res) != 4 || res[0]["p"] != "source=checkout" || res[3]["n"].(float64) != 1000 {
 		t.Fatalf("by partition: %v", res)
 	}
 	if out, code := hyp(t, home, "query", "sql", "SELECT _hyp_ingest_seq FROM logs"); code != 2 {
@@ -186,7 +209,7 @@ func TestDaemonIngestQueryStatus(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Datasets) != 1 || len(st.Datasets[0].Partitions) != 3 {
+	if len(st.Datasets) != 1 || len(st.Datasets[0].Partitions) != 4 {
 		t.Fatalf("cache status: %s", out)
 	}
 
@@ -202,7 +225,7 @@ func TestDaemonIngestQueryStatus(t *testing.T) {
 		t.Fatalf("daemon exit after SIGTERM: %v\n%s", err, d.stderr)
 	}
 	res = queryJSON(t, home, "SELECT count(*) AS n FROM logs")
-	if res[0]["n"].(float64) != 1501 {
+	if res[0]["n"].(float64) != 1502 {
 		t.Fatalf("after SIGTERM: %v", res)
 	}
 }
