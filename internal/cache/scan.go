@@ -58,14 +58,14 @@ func (p *Partition) pin(since, until int64) (*pinned, error) {
 	for i := lo; i < len(g.files) && g.files[i].MinSeq <= until; i++ {
 		v.files = append(v.files, g.files[i])
 	}
+	if len(v.files) == 0 {
+		return v, nil
+	}
 	sc, err := table.SchemaToArrowSchema(g.tbl.Schema(), nil, false, false)
 	if err != nil {
 		return nil, err
 	}
 	v.schema = sc
-	if len(v.files) == 0 {
-		return v, nil
-	}
 	lk, err := fsutil.SharedLock(readersLockPath(g.dir))
 	if err != nil {
 		return nil, err
