@@ -213,6 +213,16 @@ func TestDaemonIngestQueryStatus(t *testing.T) {
 		t.Fatalf("cache status: %s", out)
 	}
 
+	// `hyp ingest` while the daemon runs goes through the control socket.
+	f := filepath.Join(t.TempDir(), "in.ndjson")
+	os.WriteFile(f, rows(0, 300, "piped"), 0o644)
+	if out, code := hyp(t, home, "ingest", "viacli", f); code != 0 || !strings.Contains(out, "accepted 300") {
+		t.Fatalf("hyp ingest with daemon: %d %s", code, out)
+	}
+	if res := queryJSON(t, home, "SELECT count(*) AS n FROM viacli"); res[0]["n"].(float64) != 300 {
+		t.Fatalf("viacli count %v", res)
+	}
+
 	// A second daemon on the same home refuses clearly.
 	out, code = hyp(t, home, "daemon")
 	if code != 1 || !strings.Contains(out, "hyp daemon") {
