@@ -78,10 +78,10 @@ func runDecodeCases(t *testing.T, sig Signal, cases []decodeCase) {
 			{"json", jsonType, b.json},
 		}
 		for _, enc := range encodings {
+			if enc.body == nil {
+				continue // the case cannot be expressed in this encoding (NaN in OTLP JSON)
+			}
 			t.Run(tc.name+"/"+enc.name, func(t *testing.T) {
-				if enc.body == nil {
-					t.Skip("not expressible in this encoding")
-				}
 				rows, err := Decode(sig, enc.contentType, enc.body)
 				if err != nil {
 					t.Fatalf("Decode: %v", err)
