@@ -63,8 +63,8 @@ func ingestCmd(g *globals) *cobra.Command {
 				return err
 			}
 			dataset := a[0]
-			if !cache.ValidDataset(dataset) {
-				return usagef("dataset name %q must match ^[a-z][a-z0-9_]{0,62}$", dataset)
+			if ie := cache.CheckDataset(dataset); ie != nil {
+				return usageError{ie}
 			}
 			var inputs []io.Reader
 			for _, f := range a[1:] {

@@ -37,6 +37,14 @@ type Row struct {
 	Line   []byte
 }
 
+// CheckDataset returns a bad_dataset InputError naming the rule, or nil for a legal name.
+func CheckDataset(name string) *InputError {
+	if validDataset(name) {
+		return nil
+	}
+	return &InputError{Kind: "bad_dataset", Msg: fmt.Sprintf("dataset name %q must match ^[a-z][a-z0-9_]{0,62}$", name)}
+}
+
 // reservedPrefix marks hyp's internal columns; user fields may not use it, so a row can
 // never forge its own seq or ingest time.
 const reservedPrefix = "_hyp_"
@@ -71,8 +79,8 @@ func (g *grouper) add(source string, line []byte) {
 // not empty, is the partition for every row; otherwise each row's string field "source",
 // else "unknown". Any bad line rejects the whole request and stores nothing.
 func (c *Cache) Ingest(dataset, source string, body []byte) (Result, error) {
-	if !validDataset(dataset) {
-		return Result{}, &InputError{Kind: "bad_dataset", Msg: fmt.Sprintf("dataset name %q must match ^[a-z][a-z0-9_]{0,62}$", dataset)}
+	if err := CheckDataset(dataset); err != nil {
+		return Result{}, err
 	}
 	if source != "" {
 		if err := partition.ValidateSource(source); err != nil {
@@ -140,8 +148,8 @@ func (c *Cache) Ingest(dataset, source string, body []byte) (Result, error) {
 
 // IngestRows makes rows from a trusted decoder durable as one atomic request.
 func (c *Cache) IngestRows(dataset string, rows []Row) (Result, error) {
-	if !validDataset(dataset) {
-		return Result{}, &InputError{Kind: "bad_dataset", Msg: fmt.Sprintf("dataset name %q must match ^[a-z][a-z0-9_]{0,62}$", dataset)}
+	if err := CheckDataset(dataset); err != nil {
+		return Result{}, err
 	}
 	var g grouper
 	for _, r := range rows {

@@ -205,11 +205,8 @@ func (h *handler) ingest(w http.ResponseWriter, r *http.Request, dataset string)
 	}
 	// The store checks the name too, but checking first avoids reading the body of a
 	// request that is bound to fail.
-	if !cache.ValidDataset(dataset) {
-		return h.reject(w, dataset, &replyError{
-			status: http.StatusBadRequest, kind: "bad_dataset",
-			msg: fmt.Sprintf("dataset name %q must match ^[a-z][a-z0-9_]{0,62}$", dataset),
-		})
+	if ie := cache.CheckDataset(dataset); ie != nil {
+		return h.reject(w, dataset, &replyError{status: http.StatusBadRequest, kind: ie.Kind, msg: ie.Msg})
 	}
 	buf, rerr := h.readBody(r)
 	if rerr != nil {
