@@ -133,7 +133,7 @@ func scanBench(n int) error {
 	measure := func(label string, since int64) {
 		start := time.Now()
 		var rows int64
-		st, err := c.Scan(ctx, "logs", "big", since, 1<<62, func(r arrow.RecordBatch) error { rows += r.NumRows(); return nil })
+		st, err := c.Scan(ctx, "logs", "source=big", since, 1<<62, func(r arrow.RecordBatch) error { rows += r.NumRows(); return nil })
 		if err != nil {
 			fmt.Println(label, err)
 			return

@@ -31,7 +31,6 @@ import (
 
 	"github.com/hyp-project/hyp/internal/fsutil"
 	"github.com/hyp-project/hyp/internal/jsonrow"
-	"github.com/hyp-project/hyp/internal/partition"
 	"github.com/hyp-project/hyp/internal/wal"
 )
 
@@ -89,14 +88,14 @@ type dataset struct {
 	mu    sync.Mutex // guards types and order
 	types map[string]ColType
 	order []Column
-	parts map[string]*Partition // by source; guarded by tableSet.mu
+	parts map[string]*Partition // by partition name; guarded by tableSet.mu
 }
 
-// Partition is one (dataset, source) table. mu serialises everything that changes which
-// generation or files are current: flush commits, compaction swaps, retention rewrites.
+// Partition is one (dataset, partition name) table. mu serialises everything that changes
+// which generation or files are current: flush commits, compaction swaps, retention rewrites.
 type Partition struct {
 	Dataset string
-	Source  string
+	name    string
 	dir     string
 
 	mu      sync.Mutex
@@ -104,8 +103,8 @@ type Partition struct {
 	retired []*generation
 }
 
-// Name is the partition's operator-facing name, source=<value>.
-func (p *Partition) Name() string { return partition.Name(p.Source) }
+// Name is the partition's name, source=<value> (gateway=<id>/source=<value> on a server).
+func (p *Partition) Name() string { return p.name }
 
 func (d *dataset) resolve(key string, k jsonrow.Kind, raw []byte) (string, ColType) {
 	d.mu.Lock()
@@ -304,7 +303,7 @@ func (c *Cache) flushSegment(ctx context.Context, seg wal.Segment) error {
 		}
 		ds := c.tables.dataset(rec.Dataset)
 		for _, g := range rec.Groups {
-			p, err := c.tables.partition(ds, g.Source)
+			p, err := c.tables.partition(ds, g.Partition)
 			if err != nil {
 				return err
 			}

@@ -74,7 +74,7 @@ func TestIngestFlushScan(t *testing.T) {
 	if err := c.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	seqs, ids, st := collect(t, c, "logs", "web", 0, 1<<62)
+	seqs, ids, st := collect(t, c, "logs", "source=web", 0, 1<<62)
 	if len(ids) != 150 || st.FilesOpened != 2 {
 		t.Fatalf("full scan: %d rows, stats %+v", len(ids), st)
 	}
@@ -84,17 +84,17 @@ func TestIngestFlushScan(t *testing.T) {
 		}
 	}
 	// Incremental: only the second file is opened.
-	_, ids, st = collect(t, c, "logs", "web", r1.LastSeq, 1<<62)
+	_, ids, st = collect(t, c, "logs", "source=web", r1.LastSeq, 1<<62)
 	if len(ids) != 50 || st.FilesOpened != 1 {
 		t.Fatalf("incremental: %d rows, stats %+v", len(ids), st)
 	}
 	// At the head: nothing is opened.
-	_, ids, st = collect(t, c, "logs", "web", r2.LastSeq, 1<<62)
+	_, ids, st = collect(t, c, "logs", "source=web", r2.LastSeq, 1<<62)
 	if len(ids) != 0 || st.FilesOpened != 0 {
 		t.Fatalf("at head: %d rows, stats %+v", len(ids), st)
 	}
 	// A range in the middle of a file is cut exactly.
-	_, ids, _ = collect(t, c, "logs", "web", r1.FirstSeq+9, r1.FirstSeq+19)
+	_, ids, _ = collect(t, c, "logs", "source=web", r1.FirstSeq+9, r1.FirstSeq+19)
 	if len(ids) != 10 || ids[0] != 10 || ids[9] != 19 {
 		t.Fatalf("mid range ids %v", ids)
 	}
@@ -103,7 +103,7 @@ func TestIngestFlushScan(t *testing.T) {
 	}
 	c = openTest(t, dir)
 	defer c.Close(ctx)
-	_, ids, _ = collect(t, c, "logs", "web", 0, 1<<62)
+	_, ids, _ = collect(t, c, "logs", "source=web", 0, 1<<62)
 	if len(ids) != 150 {
 		t.Fatalf("after reopen: %d rows", len(ids))
 	}
@@ -114,3 +114,44 @@ func TestIngestFlushScan(t *testing.T) {
 }
 
 func removeFile(dir, name string) error { return os.Remove(filepath.Join(dir, name)) }
+
+func TestIngestPartitionGatewayNames(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	c := openTest(t, dir)
+	const name = "gateway=g1/source=a/b"
+	r, err := c.IngestPartition("logs", name, []byte(`{"id":1,"_hyp_origin_seq":7}`+"\n"+`{"id":2,"_hyp_origin_seq":9}`))
+	if err != nil || r.Accepted != 2 {
+		t.Fatalf("IngestPartition = %+v, %v", r, err)
+	}
+	for _, tc := range []struct{ part, body, kind string }{
+		{name, `{"_hyp_ingest_seq":1}`, "reserved_field"},
+		{name, `{"a":1}` + "\n" + `[1]`, "bad_json"},
+		{"gateway=bad id/source=x", `{"a":1}`, "bad_source"},
+		{"web", `{"a":1}`, "bad_source"},
+	} {
+		_, err := c.IngestPartition("logs", tc.part, []byte(tc.body))
+		if ie, ok := err.(*InputError); !ok || ie.Kind != tc.kind {
+			t.Errorf("IngestPartition(%q, %q) = %v, want %s", tc.part, tc.body, err, tc.kind)
+		}
+	}
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c = openTest(t, dir) // replays the log into the gateway partition's table
+	defer c.Close(ctx)
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, ids, _ := collect(t, c, "logs", name, 0, 1<<62)
+	if fmt.Sprint(ids) != "[1 2]" {
+		t.Fatalf("ids %v", ids)
+	}
+	if cols := fmt.Sprint(c.Columns("logs")); !strings.Contains(cols, "_hyp_origin_seq") {
+		t.Fatalf("columns %s lack _hyp_origin_seq", cols)
+	}
+	st := c.Status()
+	if len(st) != 1 || st[0].Partition != name {
+		t.Fatalf("status %+v", st)
+	}
+}

@@ -50,9 +50,9 @@ func CheckDataset(name string) *InputError {
 const reservedPrefix = "_hyp_"
 
 type groupBuilder struct {
-	source string
-	rows   int
-	body   bytes.Buffer
+	name string // partition name
+	rows int
+	body bytes.Buffer
 }
 
 type grouper struct {
@@ -66,7 +66,7 @@ func (g *grouper) add(source string, line []byte) {
 		if g.index == nil {
 			g.index = map[string]*groupBuilder{}
 		}
-		gb = &groupBuilder{source: source}
+		gb = &groupBuilder{name: partition.Name(source)}
 		g.index[source] = gb
 		g.groups = append(g.groups, gb)
 	}
@@ -162,6 +162,48 @@ func (c *Cache) IngestRows(dataset string, rows []Row) (Result, error) {
 	return c.append(dataset, g.groups)
 }
 
+// IngestPartition makes trusted NDJSON durable in the partition named partitionName as one
+// atomic request. It is how a central server stores forwarded rows: the body may carry
+// `_hyp_origin_seq`, the sender's seq, but never the columns the cache stamps itself.
+func (c *Cache) IngestPartition(dataset, partitionName string, body []byte) (Result, error) {
+	if err := CheckDataset(dataset); err != nil {
+		return Result{}, err
+	}
+	if _, _, err := partition.Parse(partitionName); err != nil {
+		return Result{}, &InputError{Kind: "bad_source", Msg: err.Error()}
+	}
+	gb := &groupBuilder{name: partitionName}
+	var sc jsonrow.Scanner
+	err := jsonrow.Lines(body, func(lineNo int, line []byte) error {
+		err := sc.Object(line, func(f jsonrow.Field) error {
+			if k := string(f.Key); k == SeqColumn || k == IngestedAtColumn {
+				return &InputError{Kind: "reserved_field", Line: lineNo, Msg: fmt.Sprintf("field %q is stamped by the cache", k)}
+			}
+			return nil
+		})
+		if err != nil {
+			if ie, ok := err.(*InputError); ok {
+				return ie
+			}
+			return &InputError{Kind: "bad_json", Line: lineNo, Msg: err.Error()}
+		}
+		gb.rows++
+		gb.body.Write(line)
+		gb.body.WriteByte('\n')
+		return nil
+	})
+	if err != nil {
+		if ie, ok := err.(*InputError); ok {
+			return Result{}, ie
+		}
+		return Result{}, &InputError{Kind: "bad_json", Msg: err.Error()}
+	}
+	if gb.rows == 0 {
+		return Result{}, nil
+	}
+	return c.append(dataset, []*groupBuilder{gb})
+}
+
 // append assigns seqs and writes one log record under c.mu, so log order is seq order, then
 // waits for the group commit outside the lock.
 func (c *Cache) append(dataset string, groups []*groupBuilder) (Result, error) {
@@ -171,7 +213,7 @@ func (c *Cache) append(dataset string, groups []*groupBuilder) (Result, error) {
 	rec := record{Dataset: dataset, Groups: make([]group, len(groups))}
 	total := 0
 	for i, gb := range groups {
-		rec.Groups[i] = group{Source: gb.source, Rows: gb.rows, Body: gb.body.Bytes()}
+		rec.Groups[i] = group{Partition: gb.name, Rows: gb.rows, Body: gb.body.Bytes()}
 		total += gb.rows
 	}
 	c.mu.Lock()

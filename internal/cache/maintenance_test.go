@@ -24,7 +24,7 @@ func ingestN(t *testing.T, c *Cache, src string, from, n int) Result {
 
 func assertIDs(t *testing.T, c *Cache, src string, want int) []int64 {
 	t.Helper()
-	seqs, ids, _ := collect(t, c, "logs", src, 0, 1<<62)
+	seqs, ids, _ := collect(t, c, "logs", "source="+src, 0, 1<<62)
 	if len(ids) != want {
 		t.Fatalf("%s: %d rows, want %d", src, len(ids), want)
 	}
@@ -114,7 +114,7 @@ func TestCompactionKeepsRowsAndSeqs(t *testing.T) {
 	ingestN(t, c, "a", 120, 5)
 	c.Flush(ctx)
 	assertIDs(t, c, "a", 125)
-	if genExists(c.tables.lookup("logs", "a").dir + "/" + res[0].From) {
+	if genExists(c.tables.lookup("logs", "source=a").dir + "/" + res[0].From) {
 		t.Fatal("old generation still on disk")
 	}
 	// Reopen sees the new generation.
@@ -137,7 +137,7 @@ func TestCompactionWaitsForReaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := c.tables.lookup("logs", "a")
+	p := c.tables.lookup("logs", "source=a")
 	old := p.dir + "/" + res[0].From
 	if !genExists(old) {
 		t.Fatal("generation removed while a reader held it")

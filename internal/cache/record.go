@@ -9,17 +9,17 @@ import (
 // A log record is one ingest request: everything in it became durable in one fsync, so a
 // request is atomic across a crash. Layout (varints):
 //
-//	version=1 | dataset | ingestedAt µs | groups | per group: source, firstSeq, rows, body
+//	version=1 | dataset | ingestedAt µs | groups | per group: partition name, firstSeq, rows, body
 //
 // A group's body is its rows as NDJSON, one validated JSON object per line; row i has seq
 // firstSeq+i.
 const recordVersion = 1
 
 type group struct {
-	Source   string
-	FirstSeq int64
-	Rows     int
-	Body     []byte
+	Partition string
+	FirstSeq  int64
+	Rows      int
+	Body      []byte
 }
 
 type record struct {
@@ -39,7 +39,7 @@ func appendRecord(dst []byte, r *record) []byte {
 	dst = binary.AppendVarint(dst, r.IngestedAt)
 	dst = binary.AppendUvarint(dst, uint64(len(r.Groups)))
 	for _, g := range r.Groups {
-		dst = appendString(dst, g.Source)
+		dst = appendString(dst, g.Partition)
 		dst = binary.AppendVarint(dst, g.FirstSeq)
 		dst = binary.AppendUvarint(dst, uint64(g.Rows))
 		dst = binary.AppendUvarint(dst, uint64(len(g.Body)))
@@ -113,7 +113,7 @@ func decodeRecord(p []byte) (*record, error) {
 	}
 	rec.Groups = make([]group, 0, n)
 	for range n {
-		g := group{Source: string(r.bytes()), FirstSeq: r.varint(), Rows: int(r.uvarint())}
+		g := group{Partition: string(r.bytes()), FirstSeq: r.varint(), Rows: int(r.uvarint())}
 		g.Body = r.bytes()
 		if r.err != nil {
 			return nil, r.err

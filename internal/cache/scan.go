@@ -85,10 +85,10 @@ func (p *Partition) pin(since, until int64) (*pinned, error) {
 // bounds overlap the range and reads only overlapping row groups; a scan with since at or
 // above the head seq opens nothing. fn must not retain a batch past its return without
 // calling Retain.
-func (c *Cache) Scan(ctx context.Context, dataset, source string, since, until int64, fn func(arrow.RecordBatch) error) (ScanStats, error) {
-	p := c.tables.lookup(dataset, source)
+func (c *Cache) Scan(ctx context.Context, dataset, partitionName string, since, until int64, fn func(arrow.RecordBatch) error) (ScanStats, error) {
+	p := c.tables.lookup(dataset, partitionName)
 	if p == nil {
-		return ScanStats{}, fmt.Errorf("%w: %s/%s", ErrNoPartition, dataset, source)
+		return ScanStats{}, fmt.Errorf("%w: %s/%s", ErrNoPartition, dataset, partitionName)
 	}
 	return p.scan(ctx, since, until, fn)
 }

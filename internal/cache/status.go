@@ -12,7 +12,6 @@ import (
 type PartitionStatus struct {
 	Dataset          string
 	Partition        string
-	Source           string
 	Rows             int64
 	Files            int
 	Bytes            int64
@@ -27,7 +26,7 @@ type PartitionStatus struct {
 func (p *Partition) status() PartitionStatus {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	st := PartitionStatus{Dataset: p.Dataset, Partition: p.Name(), Source: p.Source}
+	st := PartitionStatus{Dataset: p.Dataset, Partition: p.Name()}
 	if p.gen == nil {
 		return st
 	}
@@ -43,7 +42,7 @@ func (p *Partition) status() PartitionStatus {
 	return st
 }
 
-// Status lists every partition in dataset, source order.
+// Status lists every partition in dataset, then name order.
 func (c *Cache) Status() []PartitionStatus { return c.tables.status() }
 
 func (ts *tableSet) status() []PartitionStatus {

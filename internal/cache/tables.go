@@ -22,8 +22,8 @@ const (
 )
 
 type partitionRecord struct {
-	Dataset string `json:"dataset"`
-	Source  string `json:"source"`
+	Dataset   string `json:"dataset"`
+	Partition string `json:"partition"`
 }
 
 // loadTables reads every partition's current generation. The writer (gc=true) also removes
@@ -59,7 +59,7 @@ func loadTables(ctx context.Context, dir string, gc bool) (*tableSet, error) {
 				return nil, err
 			}
 			if p != nil {
-				ds.parts[p.Source] = p
+				ds.parts[p.name] = p
 				if p.gen != nil {
 					ds.learn(p.gen.columns())
 				}
@@ -81,7 +81,10 @@ func (ts *tableSet) loadPartition(ctx context.Context, ds *dataset, pdir string,
 	if err := json.Unmarshal(b, &rec); err != nil {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(pdir, partitionFile), err)
 	}
-	p := &Partition{Dataset: ds.name, Source: rec.Source, dir: pdir}
+	if _, _, err := partition.Parse(rec.Partition); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(pdir, partitionFile), err)
+	}
+	p := &Partition{Dataset: ds.name, name: rec.Partition, dir: pdir}
 	cur, err := os.ReadFile(filepath.Join(pdir, currentFile))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
@@ -142,29 +145,33 @@ func (ts *tableSet) dataset(name string) *dataset {
 	return d
 }
 
-// partition returns the partition for source, registering it (directory and record) if new.
-func (ts *tableSet) partition(ds *dataset, source string) (*Partition, error) {
+// partition returns the partition named name, registering it (directory and record) if new.
+func (ts *tableSet) partition(ds *dataset, name string) (*Partition, error) {
 	ts.mu.RLock()
-	p := ds.parts[source]
+	p := ds.parts[name]
 	ts.mu.RUnlock()
 	if p != nil {
 		return p, nil
 	}
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	if p = ds.parts[source]; p != nil {
+	if p = ds.parts[name]; p != nil {
 		return p, nil
 	}
-	pdir := filepath.Join(ts.dir, ds.name, partition.Segment(source))
+	seg, err := partition.PathSegment(name)
+	if err != nil {
+		return nil, err
+	}
+	pdir := filepath.Join(ts.dir, ds.name, seg)
 	if err := fsutil.MkdirAllSync(pdir); err != nil {
 		return nil, err
 	}
-	b, _ := json.Marshal(partitionRecord{Dataset: ds.name, Source: source})
+	b, _ := json.Marshal(partitionRecord{Dataset: ds.name, Partition: name})
 	if err := fsutil.WriteFileAtomic(filepath.Join(pdir, partitionFile), b, 0o644); err != nil {
 		return nil, err
 	}
-	p = &Partition{Dataset: ds.name, Source: source, dir: pdir}
-	ds.parts[source] = p
+	p = &Partition{Dataset: ds.name, name: name, dir: pdir}
+	ds.parts[name] = p
 	return p, nil
 }
 
@@ -193,7 +200,7 @@ func setCurrent(pdir, name string) error {
 	return fsutil.WriteFileAtomic(filepath.Join(pdir, currentFile), []byte(name+"\n"), 0o644)
 }
 
-// partitions returns every partition, sorted by dataset then source.
+// partitions returns every partition, sorted by dataset then name.
 func (ts *tableSet) partitions() []*Partition {
 	ts.mu.RLock()
 	defer ts.mu.RUnlock()
@@ -207,16 +214,16 @@ func (ts *tableSet) partitions() []*Partition {
 		if c := strings.Compare(a.Dataset, b.Dataset); c != 0 {
 			return c
 		}
-		return strings.Compare(a.Source, b.Source)
+		return strings.Compare(a.name, b.name)
 	})
 	return out
 }
 
-func (ts *tableSet) lookup(dataset, source string) *Partition {
+func (ts *tableSet) lookup(dataset, name string) *Partition {
 	ts.mu.RLock()
 	defer ts.mu.RUnlock()
 	if d := ts.ds[dataset]; d != nil {
-		return d.parts[source]
+		return d.parts[name]
 	}
 	return nil
 }

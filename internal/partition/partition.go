@@ -1,6 +1,7 @@
-// Package partition owns the naming of cache partitions: the `source=<value>` key, its
-// validation, and the reversible escaping that turns a value into one safe path segment.
-// It never touches the filesystem.
+// Package partition owns the naming of cache partitions: the name `source=<value>` (on a
+// central server `gateway=<id>/source=<value>`), its validation, and the reversible escaping
+// that turns a name into one safe path segment. A partition's name is its identity
+// everywhere: cache tables, watermarks, metrics. It never touches the filesystem.
 package partition
 
 import (
@@ -46,6 +47,67 @@ func SourceFromName(name string) (string, bool) {
 		return "", false
 	}
 	return s, true
+}
+
+// MaxGatewayBytes bounds a gateway id.
+const MaxGatewayBytes = 64
+
+// ValidateGateway reports why id cannot be a gateway id, or nil. Ids are plain tokens so
+// that a gateway partition name needs no escaping of its own.
+func ValidateGateway(id string) error {
+	if id == "" || len(id) > MaxGatewayBytes {
+		return fmt.Errorf("gateway id must be 1 to %d bytes", MaxGatewayBytes)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return fmt.Errorf("gateway id %q may only hold letters, digits, '_' and '-'", id)
+		}
+	}
+	return nil
+}
+
+// GatewayName is the name of a central server's partition for rows a gateway forwarded.
+func GatewayName(gateway, source string) string {
+	return "gateway=" + gateway + "/" + Name(source)
+}
+
+// Parse splits a partition name into its gateway (empty for a local partition) and source,
+// validating both.
+func Parse(name string) (gateway, source string, err error) {
+	rest := name
+	if g, ok := strings.CutPrefix(name, "gateway="); ok {
+		var found bool
+		gateway, rest, found = strings.Cut(g, "/")
+		if !found {
+			return "", "", fmt.Errorf("partition %q: want gateway=<id>/source=<value>", name)
+		}
+		if err := ValidateGateway(gateway); err != nil {
+			return "", "", fmt.Errorf("partition %q: %w", name, err)
+		}
+	}
+	s, ok := strings.CutPrefix(rest, "source=")
+	if !ok {
+		return "", "", fmt.Errorf("partition %q: want source=<value>", name)
+	}
+	if err := ValidateSource(s); err != nil {
+		return "", "", fmt.Errorf("partition %q: %w", name, err)
+	}
+	return gateway, s, nil
+}
+
+// PathSegment is the directory name for a valid partition name: Segment of its source,
+// prefixed by `gateway=<id>,` on a central server (',' never occurs in an escaped source or
+// a gateway id, so the segment stays unambiguous).
+func PathSegment(name string) (string, error) {
+	gw, src, err := Parse(name)
+	if err != nil {
+		return "", err
+	}
+	if gw == "" {
+		return Segment(src), nil
+	}
+	return "gateway=" + gw + "," + Segment(src), nil
 }
 
 // maxSegment keeps an escaped segment well under the 255-byte name limit of common

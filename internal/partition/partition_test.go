@@ -62,3 +62,35 @@ func FuzzSegment(f *testing.F) {
 		}
 	})
 }
+
+func TestParse(t *testing.T) {
+	for _, tc := range []struct {
+		name, gw, src, seg string
+		ok                 bool
+	}{
+		{"source=web", "", "web", "source=web", true},
+		{"source=a/b", "", "a/b", "source=a~2fb", true},
+		{"gateway=g1/source=web", "g1", "web", "gateway=g1,source=web", true},
+		{"gateway=g1/source=a,b", "g1", "a,b", "gateway=g1,source=a~2cb", true},
+		{"gateway=/source=web", "", "", "", false},
+		{"gateway=a.b/source=web", "", "", "", false},
+		{"gateway=g1", "", "", "", false},
+		{"source=", "", "", "", false},
+		{"web", "", "", "", false},
+	} {
+		gw, src, err := Parse(tc.name)
+		if (err == nil) != tc.ok || gw != tc.gw || src != tc.src {
+			t.Errorf("Parse(%q) = %q, %q, %v", tc.name, gw, src, err)
+			continue
+		}
+		if !tc.ok {
+			continue
+		}
+		if seg, _ := PathSegment(tc.name); seg != tc.seg {
+			t.Errorf("PathSegment(%q) = %q, want %q", tc.name, seg, tc.seg)
+		}
+		if tc.gw != "" && GatewayName(tc.gw, tc.src) != tc.name {
+			t.Errorf("GatewayName(%q, %q) = %q", tc.gw, tc.src, GatewayName(tc.gw, tc.src))
+		}
+	}
+}

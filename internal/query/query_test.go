@@ -16,6 +16,11 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
 
+const (
+	ingestSeqColumn  = "_hyp_ingest_seq"
+	ingestedAtColumn = "_hyp_ingested_at"
+)
+
 var (
 	seqField = arrow.Field{Name: ingestSeqColumn, Type: arrow.PrimitiveTypes.Int64}
 	atField  = arrow.Field{Name: ingestedAtColumn, Type: arrow.FixedWidthTypes.Timestamp_us}

@@ -6,12 +6,12 @@ import (
 )
 
 // Names of the internal columns every cache file carries, and of the virtual
-// column that names a row's partition; all three are shown only with
+// column that names a row's partition. Every column with internalPrefix (a
+// central server also keeps the sender's `_hyp_origin_seq`) is shown only with
 // Options.Internal.
 const (
-	ingestSeqColumn  = "_hyp_ingest_seq"
-	ingestedAtColumn = "_hyp_ingested_at"
-	partitionColumn  = "_hyp_partition"
+	internalPrefix  = "_hyp_"
+	partitionColumn = "_hyp_partition"
 )
 
 var duckTypes = map[string]string{
@@ -46,7 +46,7 @@ type viewColumn struct {
 func viewSQL(t Table, internal bool) (string, error) {
 	var cols []viewColumn
 	for _, c := range t.Columns {
-		if !internal && (c.Name == ingestSeqColumn || c.Name == ingestedAtColumn) {
+		if !internal && strings.HasPrefix(c.Name, internalPrefix) {
 			continue
 		}
 		typ, ok := duckTypes[c.Type]
