@@ -1,0 +1,325 @@
+// Package forward owns the sending side of the forward protocol (SPEC section 5): it turns
+// one chunk of already-encoded rows into POST requests to a `hyp server`, reads the answer,
+// and retries what may succeed later within a bounded inline wait.
+//
+// It must never re-send a chunk the server answered 200 for, never refresh or guess a
+// credential, never decide chunk boundaries and never move a watermark: the caller owns
+// chunking, watermarks and quarantine, and learns the outcome only from Send's Ack or error.
+package forward
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/hyp-project/hyp/internal/partition"
+)
+
+var (
+	// ErrRetryable means the server could not take the chunk within MaxWait (overload, 5xx,
+	// network trouble). Nothing is lost: the caller keeps its watermark and sends the same
+	// chunk again on a later tick, and the server's ledger dedupes whatever did arrive.
+	ErrRetryable = errors.New("retryable")
+	// ErrUnauthorized means the server refused the token (401/403). Retrying with the same
+	// token cannot help, and this package never refreshes it.
+	ErrUnauthorized = errors.New("unauthorized")
+	// ErrTooLarge means the server refused the chunk's size (413); the caller splits it.
+	ErrTooLarge = errors.New("chunk too large")
+)
+
+// Chunk is one unit to forward: rows of one partition, already encoded as NDJSON, each
+// carrying `_hyp_ingest_seq` and `_hyp_ingested_at`.
+type Chunk struct {
+	Dataset   string
+	Partition string // `source=<value>`
+	FirstSeq  int64
+	LastSeq   int64
+	Rows      int
+	Body      []byte
+}
+
+// Options configures a Client. Zero fields take the defaults named on each.
+type Options struct {
+	URL     string // base URL of the `hyp server`, http or https, no query
+	Token   string // bearer token, as read from token_file
+	Gateway string // stable id of this machine (X-Hyp-Gateway)
+	// HTTPClient defaults to a client with its own connection pool. Redirects are never
+	// followed, whatever the client says: a 301/302/303 would turn the POST into a GET and
+	// drop the body, and a redirect to another host would drop the token.
+	HTTPClient *http.Client
+	// Ladder is the wait after each retryable failure that carries no usable Retry-After;
+	// once exhausted its last step repeats. Default 250ms, 500ms, 1s, 2s, 5s, 10s, 30s.
+	Ladder []time.Duration
+	// MaxWait bounds the time one Send spends retrying (default 60s), so a down server
+	// ends the caller's tick with ErrRetryable instead of holding it indefinitely. It also
+	// caps any single Retry-After.
+	MaxWait time.Duration
+	// RequestTimeout bounds each attempt, answer included (default 30s), so a stalled
+	// server costs one attempt, not a hung Send.
+	RequestTimeout time.Duration
+	Logger         *slog.Logger                                     // default: discard
+	Now            func() time.Time                                 // default time.Now
+	Sleep          func(ctx context.Context, d time.Duration) error // default: timer or ctx, whichever ends first
+}
+
+// Client sends chunks to one `hyp server`. It holds no mutable state, so one Client may
+// serve concurrent Sends.
+type Client struct {
+	endpoint       string // base URL without trailing slash
+	token          string
+	gateway        string
+	http           *http.Client
+	ladder         []time.Duration
+	maxWait        time.Duration
+	requestTimeout time.Duration
+	log            *slog.Logger
+	now            func() time.Time
+	sleep          func(context.Context, time.Duration) error
+}
+
+func defaultLadder() []time.Duration {
+	return []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second,
+		2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second}
+}
+
+const (
+	defaultMaxWait        = 60 * time.Second
+	defaultRequestTimeout = 30 * time.Second
+)
+
+// New checks o and fills in its defaults.
+func New(o Options) (*Client, error) {
+	u, err := url.Parse(o.URL)
+	if err != nil {
+		return nil, fmt.Errorf("forward: url: %w", err)
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("forward: url %q: scheme must be http or https", o.URL)
+	case u.Host == "":
+		return nil, fmt.Errorf("forward: url %q: no host", o.URL)
+	case u.RawQuery != "" || u.ForceQuery:
+		return nil, fmt.Errorf("forward: url %q: must not have a query", o.URL)
+	case u.Fragment != "":
+		return nil, fmt.Errorf("forward: url %q: must not have a fragment", o.URL)
+	}
+	if err := partition.ValidateGateway(o.Gateway); err != nil {
+		return nil, fmt.Errorf("forward: %w", err)
+	}
+	if o.Token == "" {
+		return nil, errors.New("forward: token is empty (check token_file)")
+	}
+	if strings.ContainsFunc(o.Token, unicode.IsControl) {
+		// A trailing newline from the token file would otherwise surface only as a
+		// confusing transport error on every send.
+		return nil, errors.New("forward: token contains control characters (check token_file)")
+	}
+	c := &Client{
+		endpoint:       strings.TrimRight(u.String(), "/"),
+		token:          o.Token,
+		gateway:        o.Gateway,
+		ladder:         defaultLadder(),
+		maxWait:        defaultMaxWait,
+		requestTimeout: defaultRequestTimeout,
+		log:            o.Logger,
+		now:            o.Now,
+		sleep:          o.Sleep,
+	}
+	if len(o.Ladder) > 0 {
+		if i := slices.IndexFunc(o.Ladder, func(d time.Duration) bool { return d <= 0 }); i >= 0 {
+			return nil, fmt.Errorf("forward: ladder step %d is %s, want > 0", i, o.Ladder[i])
+		}
+		c.ladder = slices.Clone(o.Ladder)
+	}
+	if c.maxWait, err = positiveOr(o.MaxWait, defaultMaxWait, "max wait"); err != nil {
+		return nil, err
+	}
+	if c.requestTimeout, err = positiveOr(o.RequestTimeout, defaultRequestTimeout, "request timeout"); err != nil {
+		return nil, err
+	}
+	hc := http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	if o.HTTPClient != nil {
+		hc = *o.HTTPClient
+	}
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	c.http = &hc
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	if c.sleep == nil {
+		c.sleep = sleepCtx
+	}
+	return c, nil
+}
+
+func positiveOr(d, def time.Duration, name string) (time.Duration, error) {
+	switch {
+	case d < 0:
+		return 0, fmt.Errorf("forward: %s is %s, want >= 0 (0 means %s)", name, d, def)
+	case d == 0:
+		return def, nil
+	}
+	return d, nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// failure is a retryable outcome of one attempt.
+type failure struct {
+	err        error
+	retryAfter string // the server's Retry-After header, if any
+}
+
+// Send delivers ch and returns the server's ack. On an error nothing may be assumed about
+// the server's state except through the error's kind:
+//   - ErrRetryable: not delivered within MaxWait; send the same chunk again later.
+//   - ErrUnauthorized: the token is refused; nothing was retried.
+//   - ErrTooLarge: split the chunk and send the halves.
+//   - *PoisonError (errors.As): the server refuses the content; quarantine the chunk.
+//   - ctx.Err(): the caller gave up (shutdown).
+//
+// 429, 502, 503 and 504 are retried as SPEC 5 asks. 500 and every status SPEC 5 does not
+// name (404, 3xx, ...) are retried too: they describe the server or its routing, which
+// can recover, not the chunk, so they must never quarantine rows, and the server's seq
+// ledger makes a re-send harmless. A 200 ends Send even when its body is unreadable: the
+// status alone says the rows are durable.
+func (c *Client) Send(ctx context.Context, ch Chunk) (Ack, error) {
+	if err := ch.validate(); err != nil {
+		return Ack{}, fmt.Errorf("forward: %w", err)
+	}
+	id := BatchID(c.gateway, ch.Dataset, ch.Partition, ch.FirstSeq, ch.LastSeq)
+	what := fmt.Sprintf("forward %s %s seqs %d-%d (batch %s)", ch.Dataset, ch.Partition, ch.FirstSeq, ch.LastSeq, id)
+	start := c.now()
+	step := 0
+	for attempt := 1; ; attempt++ {
+		ack, fail, err := c.attempt(ctx, ch, id)
+		if err != nil {
+			return Ack{}, fmt.Errorf("%s: %w", what, err)
+		}
+		if fail == nil {
+			return ack, nil
+		}
+		wait, ok := ParseRetryAfter(fail.retryAfter, c.now())
+		if ok {
+			wait = min(wait, c.maxWait)
+		} else {
+			wait = c.ladder[min(step, len(c.ladder)-1)]
+			step++
+		}
+		if spent := c.now().Sub(start); spent+wait > c.maxWait {
+			return Ack{}, fmt.Errorf("%s: %w: gave up after %d attempts in %s (next wait %s would pass max wait %s); last failure: %w",
+				what, ErrRetryable, attempt, spent, wait, c.maxWait, fail.err)
+		}
+		c.log.Warn("forward: retrying", "dataset", ch.Dataset, "partition", ch.Partition, "batch", id,
+			"attempt", attempt, "wait", wait, "err", fail.err)
+		if err := c.sleep(ctx, wait); err != nil {
+			return Ack{}, fmt.Errorf("%s: waiting to retry after %v: %w", what, fail.err, err)
+		}
+	}
+}
+
+func (ch Chunk) validate() error {
+	switch {
+	case ch.Dataset == "":
+		return errors.New("chunk has no dataset")
+	case ch.FirstSeq < 0 || ch.FirstSeq > ch.LastSeq:
+		return fmt.Errorf("chunk seq range %d-%d is not a non-negative ascending range", ch.FirstSeq, ch.LastSeq)
+	case ch.Rows < 1 || int64(ch.Rows-1) > ch.LastSeq-ch.FirstSeq:
+		return fmt.Errorf("chunk of %d rows cannot fit seq range %d-%d", ch.Rows, ch.FirstSeq, ch.LastSeq)
+	case len(ch.Body) == 0:
+		return errors.New("chunk body is empty")
+	}
+	if _, ok := partition.SourceFromName(ch.Partition); !ok {
+		return fmt.Errorf("chunk partition %q is not source=<value>", ch.Partition)
+	}
+	return nil
+}
+
+// attempt makes one request. It returns the ack, or a retryable failure, or a final error.
+func (c *Client) attempt(ctx context.Context, ch Chunk, id string) (Ack, *failure, error) {
+	actx, cancel := context.WithTimeout(ctx, c.requestTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, c.endpoint+"/v1/ingest/"+url.PathEscape(ch.Dataset), bytes.NewReader(ch.Body))
+	if err != nil {
+		return Ack{}, nil, fmt.Errorf("building request: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Content-Type", "application/x-ndjson")
+	req.Header.Set("X-Hyp-Gateway", c.gateway)
+	req.Header.Set("X-Hyp-Partition", ch.Partition)
+	req.Header.Set("X-Hyp-Batch-Id", id)
+	req.Header.Set("X-Hyp-Seq-Range", strconv.FormatInt(ch.FirstSeq, 10)+"-"+strconv.FormatInt(ch.LastSeq, 10))
+
+	resp, err := c.http.Do(req)
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return Ack{}, nil, fmt.Errorf("request cancelled: %w", ctx.Err())
+		case actx.Err() != nil:
+			return Ack{}, &failure{err: fmt.Errorf("no answer within request timeout %s: %w", c.requestTimeout, err)}, nil
+		}
+		return Ack{}, &failure{err: err}, nil
+	}
+	defer func() {
+		_, _ = io.CopyN(io.Discard, resp.Body, maxDrain)
+		_ = resp.Body.Close() // a response body's Close has nothing to report once read
+	}()
+
+	if resp.StatusCode == http.StatusOK {
+		return c.readAck(resp.Body, ch, id), nil, nil
+	}
+	se := &statusError{status: resp.Status, body: readSnippet(resp.Body)}
+	switch resp.StatusCode {
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return Ack{}, nil, fmt.Errorf("%w: %w; check the sink's token_file", ErrUnauthorized, se)
+	case http.StatusBadRequest, http.StatusUnprocessableEntity:
+		return Ack{}, nil, &PoisonError{Status: resp.StatusCode, Body: se.body}
+	case http.StatusRequestEntityTooLarge:
+		return Ack{}, nil, fmt.Errorf("%w (%d bytes, %d rows): %w; split it", ErrTooLarge, len(ch.Body), ch.Rows, se)
+	}
+	return Ack{}, &failure{err: se, retryAfter: resp.Header.Get("Retry-After")}, nil
+}
+
+// readAck decodes a 200 body. A body it cannot read or decode still acknowledges the
+// chunk: the server only answers 200 once the rows are durable, and re-sending would only
+// be deduped. The counts are then a guess (every row accepted), and the log says so.
+func (c *Client) readAck(body io.Reader, ch Chunk, id string) Ack {
+	b, err := io.ReadAll(io.LimitReader(body, maxAckBody))
+	if err != nil {
+		err = fmt.Errorf("reading ack: %w", err)
+	} else {
+		var ack Ack
+		if ack, err = parseAck(b); err == nil {
+			if ack.Accepted+ack.Duplicates != ch.Rows {
+				c.log.Warn("forward: ack counts do not add up to the chunk's rows", "dataset", ch.Dataset,
+					"partition", ch.Partition, "batch", id, "rows", ch.Rows, "accepted", ack.Accepted, "duplicates", ack.Duplicates)
+			}
+			return ack
+		}
+	}
+	c.log.Warn("forward: malformed 200 body; counting every row as accepted", "dataset", ch.Dataset,
+		"partition", ch.Partition, "batch", id, "rows", ch.Rows, "err", err, "body", readSnippet(bytes.NewReader(b)))
+	return Ack{Accepted: ch.Rows}
+}

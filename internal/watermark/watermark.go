@@ -1,0 +1,299 @@
+// Package watermark owns every sink's position: one JSON file per (sink instance, dataset,
+// partition) under `sinks/<instance>/watermarks/<dataset>/<partition>.json` (SPEC 2).
+//
+// A file holds the watermark (every row with seq <= Seq is exported, skipped or recorded as
+// a gap), the intent of the unit being shipped, a generation that grows with every write,
+// and what operators need to see (errors, gaps, quarantined units). Writes are
+// compare-and-set on the generation, so an operator's rewind and an export in flight can
+// never overwrite each other: whichever writes second sees a new generation and re-reads.
+// Before every write the file on disk is compared with what this store last wrote; a file
+// changed by hand is adopted as the truth, logged, and never clobbered.
+//
+// The store never reads the cache and never decides what to export.
+package watermark
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hyp-project/hyp/internal/fsutil"
+	"github.com/hyp-project/hyp/internal/partition"
+)
+
+// Version is the file format version this store writes.
+const Version = 1
+
+// ErrStale means the state changed (a rewind, a hand edit) since the caller read it; the
+// caller must re-read and decide again.
+var ErrStale = errors.New("watermark changed since it was read")
+
+// Key names one watermark.
+type Key struct {
+	Instance  string
+	Dataset   string
+	Partition string
+}
+
+func (k Key) String() string { return k.Instance + "/" + k.Dataset + "/" + k.Partition }
+
+// Unit is an export unit: the rows of a partition with seq in (From, Last], whose lowest
+// seq is First. It is persisted as an intent before it is shipped, so a retry after a crash
+// re-reads exactly these rows and reproduces the same batch id and object key.
+type Unit struct {
+	From  int64  `json:"from"`
+	First int64  `json:"first"`
+	Last  int64  `json:"last"`
+	Rows  int64  `json:"rows"`
+	ID    string `json:"id"`
+}
+
+// Gap is a seq range a sink will never export, with why.
+type Gap struct {
+	From   int64     `json:"from_seq"` // exclusive
+	To     int64     `json:"to_seq"`   // inclusive
+	Rows   int64     `json:"rows"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+// Quarantined is a unit the destination refused as poison; its rows are kept in File.
+type Quarantined struct {
+	First  int64     `json:"first_seq"`
+	Last   int64     `json:"last_seq"`
+	Rows   int64     `json:"rows"`
+	File   string    `json:"file"`
+	Status int       `json:"status,omitempty"`
+	Error  string    `json:"error"`
+	At     time.Time `json:"at"`
+}
+
+// State is one watermark file.
+type State struct {
+	Version      int           `json:"version"`
+	Dataset      string        `json:"dataset"`
+	Partition    string        `json:"partition"`
+	Seq          int64         `json:"seq"`
+	ExportedRows int64         `json:"exported_rows"`
+	UpdatedAt    time.Time     `json:"updated_at"`
+	Generation   int64         `json:"generation"`
+	Intent       *Unit         `json:"intent,omitempty"`
+	LastExportAt *time.Time    `json:"last_export_at,omitempty"`
+	LastError    string        `json:"last_error,omitempty"`
+	WithheldRows int64         `json:"withheld_rows,omitempty"`
+	Gaps         []Gap         `json:"gaps,omitempty"`
+	Quarantined  []Quarantined `json:"quarantined,omitempty"`
+}
+
+// maxListed bounds the gaps and quarantined units a file keeps, so a sink that keeps
+// failing cannot grow its state file without limit; the oldest entries go first.
+const maxListed = 100
+
+// Store reads and writes watermark files under root (`<home>/sinks`).
+type Store struct {
+	root string
+	log  *slog.Logger
+	now  func() time.Time
+
+	mu    sync.Mutex
+	known map[Key]*entry
+}
+
+type entry struct {
+	mu      sync.Mutex // serialises read-compare-write of this key
+	written []byte     // bytes this store last wrote or read, nil if none
+}
+
+// Open returns a store rooted at root. It creates nothing until the first write.
+func Open(root string, log *slog.Logger, now func() time.Time) *Store {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &Store{root: root, log: log, now: now, known: map[Key]*entry{}}
+}
+
+// Path is the file of k.
+func (s *Store) Path(k Key) (string, error) {
+	seg, err := partition.PathSegment(k.Partition)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(s.root, k.Instance, "watermarks", k.Dataset, seg+".json"), nil
+}
+
+func (s *Store) entry(k Key) *entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.known[k]
+	if e == nil {
+		e = &entry{}
+		s.known[k] = e
+	}
+	return e
+}
+
+// Get returns the current state of k: a zero state (Seq 0, Generation 0) if no file exists.
+// A file that changed since this store last saw it is adopted and logged.
+func (s *Store) Get(k Key) (State, error) {
+	e := s.entry(k)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return s.read(k, e)
+}
+
+// read loads the file under e.mu, noticing edits made behind the store's back.
+func (s *Store) read(k Key, e *entry) (State, error) {
+	path, err := s.Path(k)
+	if err != nil {
+		return State{}, err
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		if e.written != nil {
+			s.log.Warn("watermark file removed behind the daemon; starting that partition from seq 0", "sink", k.Instance, "dataset", k.Dataset, "partition", k.Partition, "file", path)
+			e.written = nil
+		}
+		return State{Version: Version, Dataset: k.Dataset, Partition: k.Partition}, nil
+	}
+	if err != nil {
+		return State{}, fmt.Errorf("read watermark %s: %w", path, err)
+	}
+	var st State
+	if err := json.Unmarshal(b, &st); err != nil {
+		return State{}, fmt.Errorf("watermark %s is not valid JSON (fix or remove it): %w", path, err)
+	}
+	if st.Seq < 0 {
+		return State{}, fmt.Errorf("watermark %s: seq %d is negative", path, st.Seq)
+	}
+	if st.Intent != nil && st.Intent.From != st.Seq {
+		// An intent belongs to the watermark it was written at; an edit that moved the seq
+		// leaves it meaningless, and exporting from the new seq is what the operator asked.
+		st.Intent = nil
+	}
+	st.Dataset, st.Partition = k.Dataset, k.Partition
+	if e.written != nil && !bytes.Equal(e.written, b) {
+		// An edit may keep the generation number; giving the adopted values a generation
+		// above both makes every caller that decided on the old state fail its
+		// compare-and-set instead of writing over the edit.
+		var prev State
+		_ = json.Unmarshal(e.written, &prev)
+		st.Generation = max(st.Generation, prev.Generation) + 1
+		s.log.Warn("watermark file changed on disk behind the daemon; honouring it", "sink", k.Instance, "dataset", k.Dataset, "partition", k.Partition, "file", path, "seq", st.Seq, "previous_seq", prev.Seq, "generation", st.Generation)
+		return st, s.write(k, e, st)
+	}
+	e.written = b
+	return st, nil
+}
+
+func (s *Store) write(k Key, e *entry, st State) error {
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	path, err := s.Path(k)
+	if err != nil {
+		return err
+	}
+	if err := fsutil.MkdirAllSync(filepath.Dir(path)); err != nil {
+		return err
+	}
+	if err := fsutil.WriteFileAtomic(path, b, 0o644); err != nil {
+		return fmt.Errorf("write watermark %s: %w", k, err)
+	}
+	e.written = b
+	return nil
+}
+
+// Update applies fn to the state of k and writes it, if k's generation is still gen (the
+// generation of the state the caller decided on). Otherwise it returns the current state
+// and ErrStale, writing nothing. A nil error from fn with no change still writes, bumping
+// the generation. fn returning an error aborts the update with that error.
+func (s *Store) Update(k Key, gen int64, fn func(*State) error) (State, error) {
+	e := s.entry(k)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	cur, err := s.read(k, e)
+	if err != nil {
+		return State{}, err
+	}
+	if cur.Generation != gen {
+		return cur, ErrStale
+	}
+	next := cur
+	next.Gaps = append([]Gap(nil), cur.Gaps...)
+	next.Quarantined = append([]Quarantined(nil), cur.Quarantined...)
+	if err := fn(&next); err != nil {
+		return cur, err
+	}
+	next.Version = Version
+	next.Dataset, next.Partition = k.Dataset, k.Partition
+	next.Generation = cur.Generation + 1
+	next.UpdatedAt = s.now().UTC()
+	if len(next.Gaps) > maxListed {
+		next.Gaps = next.Gaps[len(next.Gaps)-maxListed:]
+	}
+	if len(next.Quarantined) > maxListed {
+		next.Quarantined = next.Quarantined[len(next.Quarantined)-maxListed:]
+	}
+	if err := s.write(k, e, next); err != nil {
+		return cur, err
+	}
+	return next, nil
+}
+
+// List returns the keys with a watermark file for instance, in dataset then partition order.
+func (s *Store) List(instance string) ([]Key, error) {
+	base := filepath.Join(s.root, instance, "watermarks")
+	dsets, err := os.ReadDir(base)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Key
+	for _, d := range dsets {
+		if !d.IsDir() {
+			continue
+		}
+		files, err := os.ReadDir(filepath.Join(base, d.Name()))
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range files {
+			name, ok := strings.CutSuffix(f.Name(), ".json")
+			if !ok || f.IsDir() || strings.HasPrefix(name, ".") {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(base, d.Name(), f.Name()))
+			if err != nil {
+				return nil, err
+			}
+			// The file names its partition; the segment alone is not reversible when hashed.
+			var st State
+			if json.Unmarshal(b, &st) != nil || st.Partition == "" {
+				continue
+			}
+			out = append(out, Key{Instance: instance, Dataset: d.Name(), Partition: st.Partition})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Dataset != out[j].Dataset {
+			return out[i].Dataset < out[j].Dataset
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out, nil
+}
