@@ -1,12 +1,17 @@
 # hyp: two commands on a fresh machine.
 #   make run   builds and runs the daemon on the embedded default config
-#   make test  runs every test
+#   make test  runs every test (installs the MinIO the S3 tests run first)
 GO       ?= go
 BIN      := bin/hyp
 HYP_HOME ?= $(HOME)/.hyp
 export CGO_ENABLED := 1
 
-.PHONY: build run test fuzz clean
+# MinIO for the S3 tests; HYP_MINIO_BIN overrides it (internal/testutil/miniotest).
+MINIO_VERSION := v0.0.0-20260212201848-7aac2a2c5b7c
+MINIO         := $(HOME)/.cache/hyp-tools/bin/minio
+export HYP_MINIO_BIN ?= $(MINIO)
+
+.PHONY: build run test tools fuzz clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/hyp
@@ -15,9 +20,17 @@ run: build
 	./$(BIN) daemon --home $(HYP_HOME)
 
 # The first run downloads modules (DuckDB's static library is ~130 MB) and compiles them.
-test:
+test: tools
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m ./...
+
+tools: $(HYP_MINIO_BIN)
+
+# Built once (~2-5 min) from a temp dir, so our go.mod is never touched.
+$(MINIO):
+	tmp=$$(mktemp -d) && cd $$tmp && \
+	GOBIN=$(dir $(MINIO)) GOFLAGS=-mod=mod $(GO) install github.com/minio/minio@$(MINIO_VERSION); \
+	rc=$$?; rm -rf $$tmp; exit $$rc
 
 # Longer fuzzing than the seed corpus `make test` runs.
 fuzz:

@@ -30,15 +30,32 @@ func main() {
 	batch := flag.Int("batch", 1000, "rows per request")
 	scanRows := flag.Int("scan-rows", 1_000_000, "partition size for the scan figures")
 	bin := flag.String("bin", "bin/hyp", "hyp binary")
+	sinkRows := flag.Int("sink-rows", 1_000_000, "rows exported through each sink type (0 skips)")
+	tickRows := flag.Int("tick-rows", 10_000_000, "partition size for the idle-tick figure (0 skips)")
+	minioBin := flag.String("minio", filepath.Join(os.Getenv("HOME"), ".cache/hyp-tools/bin/minio"), "MinIO binary for the S3 figure")
+	only := flag.String("only", "", "run one section: ingest, scan, sinks or tick")
 	flag.Parse()
 	fmt.Printf("machine: %d CPUs, %s/%s, %s\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, time.Now().UTC().Format(time.RFC3339))
-	if err := ingestBench(*bin, *rowsTotal, *clients, *batch); err != nil {
-		fmt.Fprintln(os.Stderr, "ingest bench:", err)
-		os.Exit(1)
+	sections := []struct {
+		name string
+		run  func() error
+	}{
+		{"ingest", func() error { return ingestBench(*bin, *rowsTotal, *clients, *batch) }},
+		{"scan", func() error { return scanBench(*scanRows) }},
+		{"sinks", func() error { return sinkBench(*bin, *minioBin, *sinkRows) }},
+		{"tick", func() error { return tickBench(*tickRows) }},
 	}
-	if err := scanBench(*scanRows); err != nil {
-		fmt.Fprintln(os.Stderr, "scan bench:", err)
-		os.Exit(1)
+	for _, s := range sections {
+		if *only != "" && *only != s.name {
+			continue
+		}
+		if (s.name == "sinks" && *sinkRows == 0) || (s.name == "tick" && *tickRows == 0) {
+			continue
+		}
+		if err := s.run(); err != nil {
+			fmt.Fprintf(os.Stderr, "%s bench: %v\n", s.name, err)
+			os.Exit(1)
+		}
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/hyp-project/hyp/internal/home"
 	"github.com/hyp-project/hyp/internal/node"
 	"github.com/hyp-project/hyp/internal/query"
+	"github.com/hyp-project/hyp/internal/sink"
 )
 
 func daemonCmd(g *globals) *cobra.Command {
@@ -43,6 +44,39 @@ func daemonCmd(g *globals) *cobra.Command {
 			return daemon.Run(cmd.Context(), dir, cfg, log, nil)
 		},
 	}
+	cmd.Flags().StringVar(&cfgPath, "config", "", "config file (default <home>/hyp.yaml, else embedded defaults)")
+	return cmd
+}
+
+func serverCmd(g *globals) *cobra.Command {
+	var cfgPath string
+	var o daemon.ServerOptions
+	cmd := &cobra.Command{
+		Use:   "server --listen ADDR --token-file F",
+		Short: "Run the central receiver of forwarded rows (with its own cache and sinks)",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Listen == "" || o.TokenFile == "" {
+				return usagef("--listen and --token-file are required")
+			}
+			if o.RateLimit < 0 {
+				return usagef("--rate-limit must not be negative")
+			}
+			dir, err := g.resolve()
+			if err != nil {
+				return err
+			}
+			cfg, err := loadConfig(dir, cfgPath)
+			if err != nil {
+				return err
+			}
+			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+			return daemon.RunServer(cmd.Context(), dir, cfg, o, log, nil)
+		},
+	}
+	cmd.Flags().StringVar(&o.Listen, "listen", "", "address of the forward protocol listener, e.g. 0.0.0.0:18522")
+	cmd.Flags().StringVar(&o.TokenFile, "token-file", "", "file of accepted bearer tokens, one per line")
+	cmd.Flags().Float64Var(&o.RateLimit, "rate-limit", 0, "rows per second admitted across all gateways; above it senders get 429 (0 = no limit)")
 	cmd.Flags().StringVar(&cfgPath, "config", "", "config file (default <home>/hyp.yaml, else embedded defaults)")
 	return cmd
 }
@@ -512,6 +546,60 @@ func sinkCmd(g *globals) *cobra.Command {
 		},
 	}
 	list.Flags().BoolVar(&asJSON, "json", false, "machine output")
-	cmd.AddCommand(list)
+	cmd.AddCommand(list, sinkRunCmd(g))
+	return cmd
+}
+
+func sinkRunCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "run [INSTANCE]",
+		Short: "Export now and wait; exit 1 if any partition failed",
+		Args:  args(cobra.MaximumNArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			dir, err := g.resolve()
+			if err != nil {
+				return err
+			}
+			instance := ""
+			if len(a) == 1 {
+				instance = a[0]
+			}
+			var res []sink.RunResult
+			err = withAPI(cmd.Context(), dir, func(api control.API) error {
+				var err error
+				res, err = api.RunSinks(cmd.Context(), instance)
+				return err
+			})
+			if errors.Is(err, sink.ErrUnknownSink) {
+				return usageError{err}
+			}
+			if err != nil {
+				return err
+			}
+			if res == nil {
+				res = []sink.RunResult{}
+			}
+			if asJSON {
+				if err := printJSON(os.Stdout, map[string]any{"sinks": res}); err != nil {
+					return err
+				}
+			} else {
+				for _, r := range res {
+					fmt.Printf("%s: %s, %d rows, %d bytes, %d units\n", r.Instance, r.Status, r.Rows, r.Bytes, r.Units)
+					for _, e := range r.Errors {
+						fmt.Printf("  error: %s\n", e)
+					}
+				}
+			}
+			for _, r := range res {
+				if r.Status != "ok" {
+					return fmt.Errorf("sink %s: %s", r.Instance, r.Status)
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "machine output")
 	return cmd
 }

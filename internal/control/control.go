@@ -20,6 +20,7 @@ import (
 
 	"github.com/hyp-project/hyp/internal/cache"
 	"github.com/hyp-project/hyp/internal/node"
+	"github.com/hyp-project/hyp/internal/sink"
 )
 
 // API is what CLI commands call, served either by the daemon or by a local Node.
@@ -28,6 +29,7 @@ type API interface {
 	Compact(ctx context.Context, req node.CompactRequest) ([]cache.CompactResult, error)
 	Prune(ctx context.Context, dryRun bool) ([]cache.PruneResult, error)
 	Ingest(ctx context.Context, dataset, source string, body []byte) (cache.Result, error)
+	RunSinks(ctx context.Context, instance string) ([]sink.RunResult, error)
 }
 
 // Local adapts a Node opened by the CLI itself.
@@ -43,6 +45,9 @@ func (l Local) Prune(ctx context.Context, dryRun bool) ([]cache.PruneResult, err
 func (l Local) Ingest(_ context.Context, dataset, source string, body []byte) (cache.Result, error) {
 	return l.N.Ingest(dataset, source, body)
 }
+func (l Local) RunSinks(ctx context.Context, instance string) ([]sink.RunResult, error) {
+	return l.N.RunSinks(ctx, instance)
+}
 
 type errorBody struct {
 	Error   string `json:"error"`
@@ -52,6 +57,10 @@ type errorBody struct {
 
 type pruneRequest struct {
 	DryRun bool `json:"dry_run"`
+}
+
+type sinkRunRequest struct {
+	Instance string `json:"instance"`
 }
 
 // Listen creates the socket with owner-only permissions. A socket file left by a dead
@@ -108,6 +117,23 @@ func Handler(n *node.Node, ingest http.Handler) http.Handler {
 			return
 		}
 		res, err := n.Prune(r.Context(), req.DryRun)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, 200, res)
+	})
+	mux.HandleFunc("POST /v1/sinks/run", func(w http.ResponseWriter, r *http.Request) {
+		var req sinkRunRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			writeJSON(w, 400, errorBody{Error: "bad_request", Message: err.Error()})
+			return
+		}
+		res, err := n.RunSinks(r.Context(), req.Instance)
+		if errors.Is(err, sink.ErrUnknownSink) {
+			writeJSON(w, 404, errorBody{Error: "unknown_sink", Message: err.Error()})
+			return
+		}
 		if err != nil {
 			writeErr(w, err)
 			return
@@ -176,6 +202,9 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, ctype
 		if resp.StatusCode == 400 || resp.StatusCode == 413 {
 			return &cache.InputError{Kind: eb.Error, Line: eb.Line, Msg: eb.Message}
 		}
+		if eb.Error == "unknown_sink" {
+			return fmt.Errorf("%w: %s", sink.ErrUnknownSink, eb.Message)
+		}
 		return fmt.Errorf("daemon: %s: %s", eb.Error, eb.Message)
 	}
 	if out != nil {
@@ -216,4 +245,10 @@ func (c *Client) Ingest(ctx context.Context, dataset, source string, body []byte
 	first, _ := strconv.ParseInt(out.FirstSeq, 10, 64)
 	last, _ := strconv.ParseInt(out.LastSeq, 10, 64)
 	return cache.Result{Accepted: out.Accepted, FirstSeq: first, LastSeq: last}, nil
+}
+
+func (c *Client) RunSinks(ctx context.Context, instance string) ([]sink.RunResult, error) {
+	b, _ := json.Marshal(sinkRunRequest{Instance: instance})
+	var out []sink.RunResult
+	return out, c.do(ctx, "POST", "/v1/sinks/run", b, "application/json", &out)
 }

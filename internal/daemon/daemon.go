@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,7 +22,9 @@ import (
 	"github.com/hyp-project/hyp/internal/control"
 	"github.com/hyp-project/hyp/internal/home"
 	"github.com/hyp-project/hyp/internal/ingest"
+	"github.com/hyp-project/hyp/internal/ledger"
 	"github.com/hyp-project/hyp/internal/node"
+	"github.com/hyp-project/hyp/internal/server"
 )
 
 // walFlushBytes triggers a flush before the interval when the log grows this large, which
@@ -31,8 +34,60 @@ const walFlushBytes = 64 << 20
 // retentionInterval is how often retention runs in the daemon.
 const retentionInterval = 5 * time.Minute
 
-// Run serves until ctx is done. Ready is called once the listeners accept.
+// Run serves the daemon until ctx is done. Ready is called once the listeners accept.
 func Run(ctx context.Context, dir string, cfg *config.Config, log *slog.Logger, ready func(ingestAddr string)) error {
+	return serve(ctx, dir, cfg, cfg.Ingest.Listen, log, ready, func(_ context.Context, _ *node.Node, ingest http.Handler) (http.Handler, func(), error) {
+		return ingest, func() {}, nil
+	})
+}
+
+// ServerOptions configure `hyp server`.
+type ServerOptions struct {
+	Listen    string
+	TokenFile string
+	RateLimit float64 // rows per second, 0 = none
+}
+
+// RunServer serves the central receiver (SPEC 5) on o.Listen until ctx is done: the same
+// node as the daemon (cache, sinks, retention, control socket), with the forward protocol
+// as its public listener. Rows are deduped by the ledger in `<home>/server/ledger.db`.
+func RunServer(ctx context.Context, dir string, cfg *config.Config, o ServerOptions, log *slog.Logger, ready func(addr string)) error {
+	tokens, err := server.LoadTokens(o.TokenFile)
+	if err != nil {
+		return err
+	}
+	return serve(ctx, dir, cfg, o.Listen, log, ready, func(ctx context.Context, n *node.Node, ingest http.Handler) (http.Handler, func(), error) {
+		if err := os.MkdirAll(filepath.Join(dir, "server"), 0o755); err != nil {
+			return nil, nil, err
+		}
+		led, err := ledger.Open(filepath.Join(dir, "server", "ledger.db"))
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := server.Recover(ctx, n.Cache, led); err != nil {
+			led.Close()
+			return nil, nil, fmt.Errorf("recover ledger: %w", err)
+		}
+		h, err := server.NewHandler(n.Cache, led, server.Options{
+			Tokens: tokens, MaxBodyBytes: cfg.Ingest.MaxBodyBytes, RateLimit: o.RateLimit,
+			Registerer: n.Reg, Logger: log,
+		})
+		if err != nil {
+			led.Close()
+			return nil, nil, err
+		}
+		mux := http.NewServeMux()
+		// /metrics comes from the ingest handler, which serves the node's registry.
+		mux.Handle("GET /metrics", ingest)
+		mux.Handle("/", h)
+		return mux, func() { led.Close() }, nil
+	})
+}
+
+// frontend builds the public listener's handler for a node; close runs after it stops.
+type frontend func(ctx context.Context, n *node.Node, ingest http.Handler) (h http.Handler, close func(), err error)
+
+func serve(ctx context.Context, dir string, cfg *config.Config, listen string, log *slog.Logger, ready func(string), front frontend) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -44,7 +99,7 @@ func Run(ctx context.Context, dir string, cfg *config.Config, log *slog.Logger, 
 		return err
 	}
 	var isReady atomic.Bool
-	h, err := ingest.NewHandler(n, ingest.Options{
+	ih, err := ingest.NewHandler(n, ingest.Options{
 		MaxBodyBytes: cfg.Ingest.MaxBodyBytes,
 		Registerer:   n.Reg,
 		Gatherer:     n.Reg,
@@ -55,10 +110,16 @@ func Run(ctx context.Context, dir string, cfg *config.Config, log *slog.Logger, 
 		n.Close(ctx)
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.Ingest.Listen)
+	h, closeFront, err := front(ctx, n, ih)
 	if err != nil {
 		n.Close(ctx)
-		return fmt.Errorf("ingest listener: %w", err)
+		return err
+	}
+	defer closeFront()
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		n.Close(ctx)
+		return fmt.Errorf("listener: %w", err)
 	}
 	sock, err := control.Listen(home.Socket(dir))
 	if err != nil {
@@ -67,7 +128,7 @@ func Run(ctx context.Context, dir string, cfg *config.Config, log *slog.Logger, 
 		return err
 	}
 	ingestSrv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	ctlSrv := &http.Server{Handler: control.Handler(n, h), ReadHeaderTimeout: 10 * time.Second}
+	ctlSrv := &http.Server{Handler: control.Handler(n, ih), ReadHeaderTimeout: 10 * time.Second}
 	go ingestSrv.Serve(ln)
 	go ctlSrv.Serve(sock)
 
@@ -107,9 +168,14 @@ func Run(ctx context.Context, dir string, cfg *config.Config, log *slog.Logger, 
 		_, err := n.Prune(ctx, false)
 		return err
 	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		n.Sinks.Run(loopCtx)
+	}()
 
 	isReady.Store(true)
-	log.Info("hyp daemon running", "home", dir, "ingest", ln.Addr().String(), "socket", home.Socket(dir))
+	log.Info("hyp running", "home", dir, "listen", ln.Addr().String(), "socket", home.Socket(dir))
 	if ready != nil {
 		ready(ln.Addr().String())
 	}

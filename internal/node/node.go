@@ -1,5 +1,5 @@
 // Package node owns one running hyp instance's state-changing operations over its cache:
-// ingest, flush, compaction, prune, status and the metrics that describe them. The daemon
+// ingest, flush, compaction, prune, sink runs, status and the metrics that describe them. The daemon
 // serves a Node over its control socket; a CLI command with no daemon opens its own Node
 // under the cache's writer lock. There is never more than one Node per home.
 package node
@@ -14,6 +14,7 @@ import (
 	"github.com/hyp-project/hyp/internal/cache"
 	"github.com/hyp-project/hyp/internal/config"
 	"github.com/hyp-project/hyp/internal/home"
+	"github.com/hyp-project/hyp/internal/sink"
 )
 
 // Node is the single writer of a home.
@@ -21,6 +22,7 @@ type Node struct {
 	Home  string
 	Cfg   *config.Config
 	Cache *cache.Cache
+	Sinks *sink.Driver
 	Reg   *prometheus.Registry
 	log   *slog.Logger
 
@@ -43,7 +45,17 @@ func Open(ctx context.Context, dir string, cfg *config.Config, log *slog.Logger)
 	n.retentionRows = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hyp_retention_deleted_rows_total", Help: "Rows deleted by retention."}, []string{"dataset"})
 	n.unexportedRows = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hyp_retention_unexported_deleted_rows_total", Help: "Rows retention deleted before a sink exported them (forced by max_age)."}, []string{"sink", "dataset"})
 	n.Reg.MustRegister(n.compactions, n.retentionRows, n.unexportedRows, cacheCollector{c}, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	n.Sinks, err = sink.New(ctx, sink.Options{Home: dir, Sinks: cfg.Sinks, Cache: c, Registerer: n.Reg, Logger: log})
+	if err != nil {
+		c.Close(ctx)
+		return nil, err
+	}
 	return n, nil
+}
+
+// RunSinks exports now for one instance, or all when instance is empty, and waits.
+func (n *Node) RunSinks(ctx context.Context, instance string) ([]sink.RunResult, error) {
+	return n.Sinks.RunNow(ctx, instance)
 }
 
 // Close flushes and releases the writer lock.
@@ -96,9 +108,8 @@ func (n *Node) Prune(ctx context.Context, dryRun bool) ([]cache.PruneResult, err
 		Retention:    n.Cfg.RetentionFor,
 		HoldForSinks: r.HoldForSinks,
 		MaxAge:       time.Duration(r.MaxAge),
-		// Until sinks keep watermarks nothing holds rows back.
-		Floor:  func(string, string) cache.Floor { return cache.NoFloor },
-		DryRun: dryRun,
+		Floor:        n.Sinks.Floor,
+		DryRun:       dryRun,
 	})
 	if dryRun {
 		return res, err

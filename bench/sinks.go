@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/config"
+	"github.com/hyp-project/hyp/internal/sink"
+	"github.com/hyp-project/hyp/internal/watermark"
+)
+
+// sinkBench exports n rows from an in-process cache through each sink type and prints
+// rows/s: forward to a `hyp server` subprocess, blob Parquet and JSONL to local disk, and
+// blob Parquet to a MinIO subprocess when minioBin exists.
+func sinkBench(bin, minioBin string, n int) error {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "hyp-sinkbench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	c, err := cache.Open(ctx, filepath.Join(dir, "cache"), cache.Options{})
+	if err != nil {
+		return err
+	}
+	defer c.Close(ctx)
+	for i := 0; i < n; i += 100_000 {
+		if _, err := c.Ingest("logs", "bench", body(i, min(100_000, n-i))); err != nil {
+			return err
+		}
+	}
+	if err := c.Flush(ctx); err != nil {
+		return err
+	}
+	fmt.Printf("sinks: %d rows of %d bytes in one partition\n", n, len(body(0, 1)))
+
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("bench-token\n"), 0o600); err != nil {
+		return err
+	}
+	srvHome := filepath.Join(dir, "server")
+	os.MkdirAll(srvHome, 0o755)
+	os.WriteFile(filepath.Join(srvHome, "hyp.yaml"), []byte("ingest:\n  listen: "+freeAddr()+"\nsinks: {}\n"), 0o644)
+	srvAddr := freeAddr()
+	srv := exec.Command(bin, "server", "--home", srvHome, "--listen", srvAddr, "--token-file", tokenFile)
+	if err := srv.Start(); err != nil {
+		return err
+	}
+	defer func() { srv.Process.Signal(os.Interrupt); srv.Wait() }()
+	if err := waitHTTP("http://" + srvAddr + "/healthz"); err != nil {
+		return err
+	}
+	sinks := map[string]config.Sink{
+		"forward":       {Type: "forward", URL: "http://" + srvAddr, TokenFile: tokenFile, Schedule: "@every 1h"},
+		"local-parquet": {Type: "blob", Format: "parquet", Schedule: "@every 1h", Destination: config.Destination{Type: "local-fs", Path: filepath.Join(dir, "exports-parquet")}},
+		"local-jsonl":   {Type: "blob", Format: "jsonl", Schedule: "@every 1h", Destination: config.Destination{Type: "local-fs", Path: filepath.Join(dir, "exports-jsonl")}},
+	}
+	if _, err := os.Stat(minioBin); err == nil {
+		endpoint, stop, err := startMinIO(minioBin, filepath.Join(dir, "minio"))
+		if err != nil {
+			return err
+		}
+		defer stop()
+		sinks["s3-parquet"] = config.Sink{Type: "blob", Format: "parquet", Schedule: "@every 1h", Destination: config.Destination{Type: "s3", Bucket: "bench", Region: "us-east-1", Endpoint: endpoint, ForcePathStyle: true}}
+	} else {
+		fmt.Printf("sinks: no MinIO at %s; skipping the S3 figure\n", minioBin)
+	}
+	d, err := sink.New(ctx, sink.Options{Home: dir, Sinks: sinks, Cache: c})
+	if err != nil {
+		return err
+	}
+	for _, name := range d.Names() {
+		start := time.Now()
+		res, err := d.RunNow(ctx, name)
+		if err != nil {
+			return err
+		}
+		el := time.Since(start)
+		r := res[0]
+		fmt.Printf("sink %s: %d rows in %d units, %.1f MB, %s: %.0f rows/s %v\n", name, r.Rows, r.Units, float64(r.Bytes)/1e6, el.Round(time.Millisecond), float64(r.Rows)/el.Seconds(), r.Errors)
+	}
+	return nil
+}
+
+// tickBench builds an n-row partition, puts a sink's watermark at its head, and times the
+// tick that finds nothing new: the cost every idle sink pays on every schedule.
+func tickBench(n int) error {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "hyp-tickbench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	c, err := cache.Open(ctx, filepath.Join(dir, "cache"), cache.Options{})
+	if err != nil {
+		return err
+	}
+	defer c.Close(ctx)
+	start := time.Now()
+	for i := 0; i < n; i += 500_000 {
+		if _, err := c.Ingest("logs", "big", body(i, min(500_000, n-i))); err != nil {
+			return err
+		}
+		if err := c.Flush(ctx); err != nil {
+			return err
+		}
+	}
+	if _, err := c.Compact(ctx, true, nil); err != nil {
+		return err
+	}
+	st := c.Status()[0]
+	fmt.Printf("tick: built a %d-row partition (%d files, %.0f MB) in %s\n", st.Rows, st.Files, float64(st.Bytes)/1e6, time.Since(start).Round(time.Second))
+	counting := &countingCache{Cache: c}
+	sinks := map[string]config.Sink{"idle": {Type: "blob", Format: "parquet", Schedule: "@every 1h", Destination: config.Destination{Type: "local-fs", Path: filepath.Join(dir, "exports")}}}
+	d, err := sink.New(ctx, sink.Options{Home: dir, Sinks: sinks, Cache: counting})
+	if err != nil {
+		return err
+	}
+	k := watermark.Key{Instance: "idle", Dataset: "logs", Partition: st.Partition}
+	if _, err := d.Store().Update(k, 0, func(s *watermark.State) error { s.Seq = st.HeadSeq; return nil }); err != nil {
+		return err
+	}
+	const ticks = 100
+	start = time.Now()
+	for range ticks {
+		res, err := d.RunNow(ctx, "idle")
+		if err != nil || res[0].Rows != 0 {
+			return fmt.Errorf("idle tick: %v %+v", err, res)
+		}
+	}
+	el := time.Since(start) / ticks
+	fmt.Printf("tick: no new rows on a %d-row partition: %s per tick, %d bytes sent, data files opened %d\n", st.Rows, el.Round(time.Microsecond), 0, counting.files)
+	return nil
+}
+
+// countingCache counts the data files the sinks' scans open.
+type countingCache struct {
+	*cache.Cache
+	files int
+}
+
+func (c *countingCache) Scan(ctx context.Context, dataset, part string, since, until int64, fn func(arrow.RecordBatch) error) (cache.ScanStats, error) {
+	st, err := c.Cache.Scan(ctx, dataset, part, since, until, fn)
+	c.files += st.FilesOpened
+	return st, err
+}
+
+func freeAddr() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func waitHTTP(url string) error {
+	for i := 0; i < 200; i++ {
+		if r, err := http.Get(url); err == nil {
+			r.Body.Close()
+			if r.StatusCode == 200 {
+				return nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("%s never answered", url)
+}
+
+func startMinIO(bin, data string) (string, func(), error) {
+	addr := freeAddr()
+	cmd := exec.Command(bin, "server", "--quiet", "--address", addr, "--console-address", freeAddr(), data)
+	cmd.Env = append(os.Environ(), "MINIO_ROOT_USER=benchuser", "MINIO_ROOT_PASSWORD=benchsecret123")
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	stop := func() { cmd.Process.Kill(); cmd.Wait() }
+	if err := waitHTTP("http://" + addr + "/minio/health/live"); err != nil {
+		stop()
+		return "", nil, err
+	}
+	os.Setenv("AWS_ACCESS_KEY_ID", "benchuser")
+	os.Setenv("AWS_SECRET_ACCESS_KEY", "benchsecret123")
+	// MinIO creates a bucket for a directory made under its data dir at startup only, so
+	// the bucket is made through the S3 API.
+	if err := makeBucket("http://"+addr, "bench"); err != nil {
+		stop()
+		return "", nil, err
+	}
+	return "http://" + addr, stop, nil
+}
+
+func makeBucket(endpoint, bucket string) error {
+	ctx := context.Background()
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion("us-east-1"))
+	if err != nil {
+		return err
+	}
+	cl := s3.NewFromConfig(cfg, func(o *s3.Options) {
+		o.BaseEndpoint = aws.String(endpoint)
+		o.UsePathStyle = true
+	})
+	_, err = cl.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)})
+	return err
+}

@@ -1,0 +1,204 @@
+// Package rowjson owns the turning of cached Arrow rows back into JSON objects, one row at a
+// time, for the forward sink body and the jsonl.gz blob format. It never decides which rows
+// to send, never adds or drops columns (internal columns are ordinary columns here), and
+// never allocates per row beyond the caller's buffer.
+package rowjson
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+)
+
+// Encoder appends rows of record batches with one fixed schema as JSON objects.
+// It holds no per-row state, so one Encoder may serve concurrent callers.
+type Encoder struct {
+	cols []column
+}
+
+type column struct {
+	// key is the pre-escaped `"name":` so a row costs no key escaping.
+	key  []byte
+	kind kind
+	// unit converts timestamp values to seconds and nanoseconds.
+	perSec int64
+}
+
+type kind uint8
+
+const (
+	kindString kind = iota + 1
+	kindLargeString
+	kindInt64
+	kindFloat64
+	kindBool
+	kindTimestamp
+)
+
+// NewEncoder prepares an Encoder for schema, or says which column has a type the cache never
+// produces (and so has no agreed JSON form).
+func NewEncoder(schema *arrow.Schema) (*Encoder, error) {
+	e := &Encoder{cols: make([]column, schema.NumFields())}
+	for i, f := range schema.Fields() {
+		c := column{key: append(appendString(nil, f.Name), ':')}
+		switch t := f.Type.(type) {
+		case *arrow.StringType:
+			c.kind = kindString
+		case *arrow.LargeStringType:
+			c.kind = kindLargeString
+		case *arrow.Int64Type:
+			c.kind = kindInt64
+		case *arrow.Float64Type:
+			c.kind = kindFloat64
+		case *arrow.BooleanType:
+			c.kind = kindBool
+		case *arrow.TimestampType:
+			c.kind = kindTimestamp
+			c.perSec = perSecond(t.Unit)
+		default:
+			return nil, fmt.Errorf("column %q: type %s has no JSON encoding", f.Name, f.Type)
+		}
+		e.cols[i] = c
+	}
+	return e, nil
+}
+
+func perSecond(u arrow.TimeUnit) int64 {
+	switch u {
+	case arrow.Second:
+		return 1
+	case arrow.Millisecond:
+		return 1e3
+	case arrow.Microsecond:
+		return 1e6
+	}
+	return 1e9
+}
+
+// AppendRow appends row i of rec as one JSON object (fields in schema order, no newline) and
+// returns the extended buffer. Null values leave their key out, so a reader sees the same
+// object the row was ingested from. rec must have the Encoder's schema; a record of another
+// shape is a programming error and panics.
+func (e *Encoder) AppendRow(dst []byte, rec arrow.RecordBatch, i int) []byte {
+	dst = append(dst, '{')
+	first := true
+	for j := range e.cols {
+		c := &e.cols[j]
+		arr := rec.Column(j)
+		if arr.IsNull(i) {
+			continue
+		}
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = append(dst, c.key...)
+		switch c.kind {
+		case kindString:
+			dst = appendString(dst, arr.(*array.String).Value(i))
+		case kindLargeString:
+			dst = appendString(dst, arr.(*array.LargeString).Value(i))
+		case kindInt64:
+			dst = strconv.AppendInt(dst, arr.(*array.Int64).Value(i), 10)
+		case kindFloat64:
+			dst = appendFloat(dst, arr.(*array.Float64).Value(i))
+		case kindBool:
+			dst = strconv.AppendBool(dst, arr.(*array.Boolean).Value(i))
+		case kindTimestamp:
+			dst = appendTimestamp(dst, int64(arr.(*array.Timestamp).Value(i)), c.perSec)
+		}
+	}
+	return append(dst, '}')
+}
+
+// appendFloat writes f the way encoding/json does (plain notation for ordinary magnitudes,
+// exponent otherwise); NaN and ±Inf have no JSON form, so they become null rather than an
+// unparsable line.
+func appendFloat(dst []byte, f float64) []byte {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return append(dst, "null"...)
+	}
+	abs := math.Abs(f)
+	format := byte('f')
+	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	dst = strconv.AppendFloat(dst, f, format, -1, 64)
+	if format == 'e' {
+		// Shorten e-09 to e-9, as encoding/json does, so both encoders agree byte for byte.
+		n := len(dst)
+		if n >= 4 && dst[n-4] == 'e' && dst[n-3] == '-' && dst[n-2] == '0' {
+			dst[n-2] = dst[n-1]
+			dst = dst[:n-1]
+		}
+	}
+	return dst
+}
+
+// appendTimestamp writes v (in units of 1/perSec seconds since the epoch) as an RFC 3339 UTC
+// string. Cached timestamps are instants whatever zone label the column carries, so UTC is
+// the one honest rendering.
+func appendTimestamp(dst []byte, v, perSec int64) []byte {
+	sec, frac := v/perSec, v%perSec
+	t := time.Unix(sec, frac*(1e9/perSec)).UTC()
+	dst = append(dst, '"')
+	dst = t.AppendFormat(dst, time.RFC3339Nano)
+	return append(dst, '"')
+}
+
+const hex = "0123456789abcdef"
+
+// appendString appends s as a JSON string. Quotes, backslashes and control characters are
+// escaped; U+2028 and U+2029 are escaped too because JavaScript parsers treat them as line
+// ends; invalid UTF-8 becomes U+FFFD, as encoding/json does, because JSON text must be UTF-8.
+func appendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '"', '\\':
+				dst = append(dst, '\\', b)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}

@@ -1,0 +1,184 @@
+package server
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/jsonrow"
+	"github.com/hyp-project/hyp/internal/partition"
+)
+
+// FuzzParseForward feeds arbitrary header values to the header parsers. Whatever they
+// accept must satisfy every rule the handler relies on later.
+func FuzzParseForward(f *testing.F) {
+	f.Add("gw-1", "source=web", "1-10", "abc123", "Bearer tok")
+	f.Add("gw/1", "source=", "10-1", "", "bearer  tok ")
+	f.Add("", "gateway=a/source=b", "-1-2", "a b", "Basic x")
+	f.Add("g", "source=\x00", "01-2", "\xff", "Bearer")
+	f.Add("g", "source=é", "9223372036854775807-9223372036854775807", "~", "Bearer \t")
+	f.Fuzz(func(t *testing.T, gateway, part, seqRange, batch, auth string) {
+		h := http.Header{}
+		for name, v := range map[string]string{headerGateway: gateway, headerPartition: part, headerSeqRange: seqRange, headerBatchID: batch, "Authorization": auth} {
+			if v != "" {
+				h.Set(name, v)
+			}
+		}
+		if tok, ok := bearer(h); ok && (tok == "" || tok != string(bytes.TrimSpace([]byte(tok)))) {
+			t.Fatalf("bearer(%q) accepted token %q", auth, tok)
+		}
+		fw, rerr := parseForward(h)
+		if rerr != nil {
+			if rerr.status != http.StatusBadRequest || rerr.kind != "bad_header" {
+				t.Fatalf("error %d %q", rerr.status, rerr.kind)
+			}
+			return
+		}
+		if err := partition.ValidateGateway(fw.gateway); err != nil {
+			t.Fatalf("accepted gateway %q: %v", fw.gateway, err)
+		}
+		if src, ok := partition.SourceFromName(part); !ok || src != fw.source {
+			t.Fatalf("partition %q parsed as source %q", part, fw.source)
+		}
+		if fw.first < 0 || fw.first > fw.last || fmt.Sprintf("%d-%d", fw.first, fw.last) != seqRange {
+			t.Fatalf("range %q parsed as %d-%d", seqRange, fw.first, fw.last)
+		}
+		if !validBatchID(fw.batchID) || fw.batchID != batch {
+			t.Fatalf("batch id %q accepted as %q", batch, fw.batchID)
+		}
+	})
+}
+
+type field struct {
+	key string
+	raw string
+}
+
+// fields lists a validated line's top-level fields.
+func fields(t *testing.T, line []byte) []field {
+	t.Helper()
+	var sc jsonrow.Scanner
+	var out []field
+	if err := sc.Object(line, func(f jsonrow.Field) error {
+		out = append(out, field{string(f.Key), string(f.Raw)})
+		return nil
+	}); err != nil {
+		t.Fatalf("line %q: %v", line, err)
+	}
+	return out
+}
+
+// FuzzParseRows feeds arbitrary bodies and ranges to the body parser. An accepted body must
+// come out as valid JSON objects that hold exactly the sender's fields, minus the two it
+// stamps, plus the origin seq, with seqs inside the range and increasing.
+func FuzzParseRows(f *testing.F) {
+	f.Add(rows(1, 2, 3), int64(1), int64(3))
+	f.Add([]byte(`{ "a" : "x,y" , "_hyp_ingest_seq" : 7 , "b":{"c":[1,{"d":2}]}}`+"\r\n\n"), int64(0), int64(9))
+	f.Add([]byte(`{"\u005fhyp_ingest_seq":1,"_hyp_ingested_at":"t","\u0061":1}`), int64(1), int64(1))
+	f.Add([]byte(`{"_hyp_ingest_seq":1,"_hyp_origin_seq":1}`), int64(1), int64(1))
+	f.Add([]byte(`{"_hyp_ingest_seq":2}`+"\n"+`{"_hyp_ingest_seq":1}`), int64(1), int64(2))
+	f.Add([]byte(`{"_hyp_ingest_seq":1e0}`), int64(1), int64(1))
+	f.Add([]byte("{\"_hyp_ingest_seq\":1,\"s\":\"\xff\"}"), int64(1), int64(1))
+	f.Add([]byte(`[{"_hyp_ingest_seq":1}]`), int64(1), int64(1))
+	f.Fuzz(func(t *testing.T, body []byte, first, last int64) {
+		if first < 0 || last < first {
+			return // parseForward never lets such a range through
+		}
+		c, rerr := parseRows(body, first, last)
+		if rerr != nil {
+			if rerr.status != http.StatusBadRequest || rerr.kind == "" || rerr.line < 1 {
+				t.Fatalf("error %d %q line %d", rerr.status, rerr.kind, rerr.line)
+			}
+			return
+		}
+		var in [][]byte
+		_ = jsonrow.Lines(body, func(_ int, line []byte) error { in = append(in, line); return nil })
+		if len(c.seqs) != len(in) || len(c.ends) != len(in) {
+			t.Fatalf("%d lines in, %d seqs and %d rows out", len(in), len(c.seqs), len(c.ends))
+		}
+		start := 0
+		for i, end := range c.ends {
+			out := c.out[start:end]
+			start = end
+			if !bytes.HasSuffix(out, []byte("\n")) || bytes.Count(out, []byte("\n")) != 1 {
+				t.Fatalf("row %d is not one line: %q", i, out)
+			}
+			out = out[:len(out)-1]
+			if !json.Valid(out) {
+				t.Fatalf("row %d is not valid JSON: %s", i, out)
+			}
+			s := c.seqs[i]
+			if s < first || s > last || (i > 0 && s <= c.seqs[i-1]) {
+				t.Fatalf("row %d has seq %d (range %d-%d, previous %v)", i, s, first, last, c.seqs[:i])
+			}
+			var want []field
+			for _, f := range fields(t, in[i]) {
+				if f.key != cache.SeqColumn && f.key != cache.IngestedAtColumn {
+					want = append(want, f)
+				}
+			}
+			want = append(want, field{originSeqColumn, strconv.FormatInt(s, 10)})
+			if got := fields(t, out); !slices.Equal(got, want) {
+				t.Fatalf("row %d: %q became %q", i, in[i], out)
+			}
+		}
+		if start != len(c.out) {
+			t.Fatalf("%d bytes after the last row", len(c.out)-start)
+		}
+	})
+}
+
+// FuzzReadBody feeds arbitrary bodies, compressed or not, to the body reader: it must
+// return the body as sent (or inflated), and never more than the limit.
+func FuzzReadBody(f *testing.F) {
+	gz := func(b []byte) []byte {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		_, _ = zw.Write(b)
+		_ = zw.Close()
+		return buf.Bytes()
+	}
+	f.Add([]byte("{}\n"), false, uint16(100))
+	f.Add(gz([]byte("{}\n")), true, uint16(100))
+	f.Add(gz(bytes.Repeat([]byte("x"), 5000)), true, uint16(100))
+	f.Add([]byte("not gzip"), true, uint16(100))
+	f.Add([]byte{}, true, uint16(1))
+	f.Fuzz(func(t *testing.T, body []byte, compressed bool, limit uint16) {
+		max := int64(limit) + 1
+		r := httptest.NewRequest(http.MethodPost, "/v1/ingest/logs", bytes.NewReader(body))
+		if compressed {
+			r.Header.Set("Content-Encoding", "gzip")
+		}
+		got, rerr := readBody(r, max)
+		if rerr != nil {
+			if rerr.kind == "too_large" && !compressed && int64(len(body)) <= max {
+				t.Fatalf("%d bytes refused as over the %d-byte limit", len(body), max)
+			}
+			return
+		}
+		if int64(len(got)) > max {
+			t.Fatalf("returned %d bytes, over the %d-byte limit", len(got), max)
+		}
+		want := body
+		if compressed && len(body) > 0 {
+			zr, err := gzip.NewReader(bytes.NewReader(body))
+			if err != nil {
+				t.Fatalf("accepted a body gzip refuses: %v", err)
+			}
+			if want, err = io.ReadAll(zr); err != nil {
+				t.Fatalf("accepted a body gzip refuses: %v", err)
+			}
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("read %q, want %q", got, want)
+		}
+	})
+}

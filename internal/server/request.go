@@ -1,0 +1,271 @@
+package server
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/jsonrow"
+	"github.com/hyp-project/hyp/internal/partition"
+)
+
+// The forward protocol's request headers (SPEC 5).
+const (
+	headerGateway   = "X-Hyp-Gateway"
+	headerPartition = "X-Hyp-Partition"
+	headerSeqRange  = "X-Hyp-Seq-Range"
+	headerBatchID   = "X-Hyp-Batch-Id"
+)
+
+// originSeqColumn is the column of the server's cache that keeps each stored row's sender
+// seq; Recover reads it back.
+const originSeqColumn = "_hyp_origin_seq"
+
+// maxBatchID bounds the batch id, which is only logged: it must not let a sender fill logs.
+const maxBatchID = 128
+
+// forward is what a chunk's headers declare.
+type forward struct {
+	gateway, source string
+	first, last     int64 // the declared seq range, inclusive
+	batchID         string
+}
+
+// parseForward validates the forward headers. On error the fields parsed so far are set,
+// for the log line.
+func parseForward(h http.Header) (forward, *replyError) {
+	var fw forward
+	var err error
+	if fw.gateway, err = single(h, headerGateway); err == nil {
+		err = partition.ValidateGateway(fw.gateway)
+	}
+	if err != nil {
+		return fw, badHeader(headerGateway, err)
+	}
+	p, err := single(h, headerPartition)
+	if err != nil {
+		return fw, badHeader(headerPartition, err)
+	}
+	src, ok := partition.SourceFromName(p)
+	if !ok {
+		return fw, badHeader(headerPartition, fmt.Errorf("%q is not source=<value> with a valid source", p))
+	}
+	fw.source = src
+	if fw.batchID, err = single(h, headerBatchID); err == nil && !validBatchID(fw.batchID) {
+		err = fmt.Errorf("want 1 to %d printable ASCII characters", maxBatchID)
+	}
+	if err != nil {
+		return fw, badHeader(headerBatchID, err)
+	}
+	r, err := single(h, headerSeqRange)
+	if err == nil {
+		fw.first, fw.last, err = parseSeqRange(r)
+	}
+	if err != nil {
+		return fw, badHeader(headerSeqRange, err)
+	}
+	return fw, nil
+}
+
+func badHeader(name string, err error) *replyError {
+	return &replyError{status: http.StatusBadRequest, kind: "bad_header", msg: name + ": " + err.Error()}
+}
+
+// single returns a header that must be present exactly once: two values would leave it
+// ambiguous which one the sender meant.
+func single(h http.Header, name string) (string, error) {
+	switch vs := h.Values(name); len(vs) {
+	case 0:
+		return "", fmt.Errorf("missing")
+	case 1:
+		return vs[0], nil
+	default:
+		return "", fmt.Errorf("sent %d times", len(vs))
+	}
+}
+
+func validBatchID(id string) bool {
+	if id == "" || len(id) > maxBatchID {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] <= ' ' || id[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// parseSeqRange parses "A-B": two non-negative decimal seqs, A <= B.
+func parseSeqRange(v string) (int64, int64, error) {
+	a, b, ok := strings.Cut(v, "-")
+	if !ok {
+		return 0, 0, fmt.Errorf("%q: want <first>-<last>", v)
+	}
+	first, ok1 := jsonrow.NumberIsInt([]byte(a))
+	last, ok2 := jsonrow.NumberIsInt([]byte(b))
+	switch {
+	case !ok1 || !ok2 || first < 0 || last < 0:
+		return 0, 0, fmt.Errorf("%q: want two non-negative decimal seqs", v)
+	case first > last:
+		return 0, 0, fmt.Errorf("%q: first seq above last", v)
+	}
+	return first, last, nil
+}
+
+// chunk is a validated body, already rewritten for the server's cache.
+type chunk struct {
+	seqs []int64 // each row's sender seq, strictly ascending
+	out  []byte  // the rewritten rows, one per line
+	ends []int   // ends[i] is the end of row i (after its newline) in out
+}
+
+// without returns the rows whose held flag is false and how many they are. In the common
+// case of no duplicates it returns out itself.
+func (c *chunk) without(held []bool) ([]byte, int) {
+	dups := 0
+	for _, h := range held {
+		if h {
+			dups++
+		}
+	}
+	if dups == 0 {
+		return c.out, len(c.seqs)
+	}
+	var kept []byte
+	start := 0
+	for i, end := range c.ends {
+		if !held[i] {
+			kept = append(kept, c.out[start:end]...)
+		}
+		start = end
+	}
+	return kept, len(c.seqs) - dups
+}
+
+var reservedPrefix = []byte("_hyp_")
+
+// parseRows validates a chunk's NDJSON body against its declared range and rewrites each row
+// for the server's cache: the sender's `_hyp_ingest_seq` and `_hyp_ingested_at` go (the
+// server's cache stamps its own), every other field is kept byte for byte, and
+// `"_hyp_origin_seq":<seq>` is appended. Each line must be a JSON object with an integer
+// `_hyp_ingest_seq` in [first, last], strictly increasing from line to line; any other
+// `_hyp_` field is refused, so a row can never forge the origin seq the ledger trusts.
+func parseRows(body []byte, first, last int64) (*chunk, *replyError) {
+	c := &chunk{out: make([]byte, 0, len(body)+len(body)/4)}
+	var sc jsonrow.Scanner
+	prev := int64(-1)
+	err := jsonrow.Lines(body, func(lineNo int, line []byte) error {
+		var (
+			seq    int64
+			hasSeq bool
+			kept   int
+			// cursor is where the next field's text starts: just past the '{' or the
+			// comma that ends the previous field. Only read once Object validated the line.
+			cursor = bytes.IndexByte(line, '{') + 1
+		)
+		c.out = append(c.out, '{')
+		err := sc.Object(line, func(f jsonrow.Field) error {
+			// Raw is a slice of line, so the capacities give its offset without a search.
+			valEnd := cap(line) - cap(f.Raw) + len(f.Raw)
+			field := line[cursor:valEnd]
+			cursor = pastComma(line, valEnd)
+			switch {
+			case string(f.Key) == cache.SeqColumn:
+				v, ok := jsonrow.NumberIsInt(f.Raw)
+				switch {
+				case hasSeq:
+					return rowError("bad_seq", "%s appears twice", cache.SeqColumn)
+				case f.Kind != jsonrow.Number || !ok:
+					return rowError("bad_seq", "%s must be an integer, got %.40s", cache.SeqColumn, f.Raw)
+				}
+				seq, hasSeq = v, true
+			case string(f.Key) == cache.IngestedAtColumn:
+				if f.Kind != jsonrow.String {
+					return rowError("bad_field", "%s must be a string, got a %s", cache.IngestedAtColumn, f.Kind)
+				}
+			case len(f.Key) == 0:
+				return rowError("bad_field", "empty field name")
+			case bytes.HasPrefix(f.Key, reservedPrefix):
+				return rowError("reserved_field", "field %q uses the reserved prefix %s", f.Key, reservedPrefix)
+			default:
+				if kept > 0 {
+					c.out = append(c.out, ',')
+				}
+				c.out = append(c.out, field...)
+				kept++
+			}
+			return nil
+		})
+		switch {
+		case err != nil:
+			return atLine(lineNo, err)
+		case !hasSeq:
+			return atLine(lineNo, rowError("bad_seq", "row has no %s", cache.SeqColumn))
+		case seq < first || seq > last:
+			return atLine(lineNo, rowError("bad_seq", "%s %d is outside the declared range %d-%d", cache.SeqColumn, seq, first, last))
+		case seq <= prev:
+			return atLine(lineNo, rowError("bad_seq", "%s %d does not follow %d: seqs must increase line to line", cache.SeqColumn, seq, prev))
+		}
+		prev = seq
+		if kept > 0 {
+			c.out = append(c.out, ',')
+		}
+		c.out = append(c.out, `"`+originSeqColumn+`":`...)
+		c.out = strconv.AppendInt(c.out, seq, 10)
+		c.out = append(c.out, "}\n"...)
+		c.seqs = append(c.seqs, seq)
+		c.ends = append(c.ends, len(c.out))
+		return nil
+	})
+	if err != nil {
+		// Lines returns only the callback's errors, and those are all numbered rowErrs.
+		re := atLine(0, err)
+		return nil, &replyError{status: http.StatusBadRequest, kind: re.kind, line: re.line, msg: re.msg}
+	}
+	return c, nil
+}
+
+// pastComma returns the offset just past the comma that follows a value ending at i, or the
+// offset of the closing '}' when the value was the last one.
+func pastComma(line []byte, i int) int {
+	for i < len(line) && (line[i] == ' ' || line[i] == '\t' || line[i] == '\n' || line[i] == '\r') {
+		i++
+	}
+	if i < len(line) && line[i] == ',' {
+		return i + 1
+	}
+	return i
+}
+
+// rowErr is a row that broke a rule; line is filled in once the row is known.
+type rowErr struct {
+	kind string
+	line int
+	msg  string
+}
+
+func (e *rowErr) Error() string { return fmt.Sprintf("%s: line %d: %s", e.kind, e.line, e.msg) }
+
+func rowError(kind, format string, args ...any) error {
+	return &rowErr{kind: kind, msg: fmt.Sprintf(format, args...)}
+}
+
+// atLine numbers the error of row lineNo, which is either a rule the row broke or a
+// *jsonrow.LineError for a line that is not a JSON object.
+func atLine(lineNo int, err error) *rowErr {
+	if re, ok := err.(*rowErr); ok {
+		if lineNo > 0 {
+			re.line = lineNo
+		}
+		return re
+	}
+	msg := err.Error()
+	if le, ok := err.(*jsonrow.LineError); ok {
+		msg = fmt.Sprintf("%s at offset %d", le.Msg, le.Offset)
+	}
+	return &rowErr{kind: "bad_json", line: lineNo, msg: msg}
+}

@@ -1,0 +1,270 @@
+// Package server owns the receiving side of the forward protocol (SPEC 5): the HTTP handler
+// of `hyp server` that authenticates gateways, validates forwarded chunks, drops rows it
+// already stored and stores the rest in the server's cache, plus the startup recovery that
+// keeps a crash from turning into duplicates.
+//
+// It must never acknowledge a row before both the cache and the ledger made it durable, and
+// never store a row whose (gateway, dataset, partition, seq) the ledger already holds. It
+// never serves /metrics and never opens or closes the cache or the ledger: the caller owns
+// their lifecycle.
+//
+// # The chunk contract
+//
+// A sender declares with X-Hyp-Seq-Range: A-B that its chunk carries every row of its
+// partition whose seq lies in [A, B]. The server relies on that: once a chunk is stored it
+// records the whole declared range [A, B] in the ledger, not only the seqs it saw. Sender
+// seqs are cache-global, so one partition's seqs are sparse, and recording the range keeps
+// the ledger at one interval per contiguous stream of chunks; it also lets a later re-send
+// that is chunked differently, say [50, 150] after [1, 100], be recognised row by row. A
+// sender that declared a range and later sent a row inside it that the chunk lacked would
+// see that row counted as a duplicate and dropped.
+//
+// # Crash safety
+//
+// The cache append and the ledger update are two durable writes. A crash between them would
+// leave rows stored but not remembered, and the sender's retry would store them again. Every
+// stored row therefore carries its sender seq in the `_hyp_origin_seq` column, and the ledger
+// keeps, per key, a checkpoint: the highest server seq it reflects. Recover, run at startup,
+// reads only the rows above each checkpoint and records their origin seqs. The handler
+// applies the same repair to one key, before serving it again, after a store or ledger
+// failure left that key's state in doubt.
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/ledger"
+	"github.com/hyp-project/hyp/internal/partition"
+)
+
+// Store is the server's own cache; *cache.Cache implements it.
+//
+// IngestPartition must be atomic and durable on return, and report bad input as
+// *cache.InputError (nothing stored); any other error leaves it unknown whether the rows were
+// stored. Flush must make every row IngestPartition returned for visible to Scan and Status.
+type Store interface {
+	IngestPartition(dataset, partitionName string, body []byte) (cache.Result, error)
+	Flush(ctx context.Context) error
+	Status() []cache.PartitionStatus
+	Scan(ctx context.Context, dataset, partitionName string, since, until int64, fn func(arrow.RecordBatch) error) (cache.ScanStats, error)
+}
+
+// Options configure NewHandler.
+type Options struct {
+	// Tokens are the accepted bearer tokens; at least one is required.
+	Tokens []string
+	// MaxBodyBytes bounds a request body, both as sent and after decompression. Must be > 0.
+	MaxBodyBytes int64
+	// RateLimit is the rows per second admitted across all gateways; 0 means no limit.
+	RateLimit float64
+	// Burst is the most rows admitted at once; 0 means one second's worth of RateLimit.
+	Burst int
+	// Registerer receives the hyp_server_* metrics; nil leaves them unregistered.
+	Registerer prometheus.Registerer
+	// Logger receives storage failures and rejected chunks; nil means slog.Default().
+	Logger *slog.Logger
+	// Now is the clock of the rate limiter; nil means time.Now.
+	Now func() time.Time
+}
+
+type handler struct {
+	store   Store
+	led     *ledger.Ledger
+	tokens  [][sha256.Size]byte
+	maxBody int64
+	limit   *bucket // nil when there is no rate limit
+	locks   keyLocks
+	log     *slog.Logger
+	metrics *metrics
+}
+
+// NewHandler returns the handler of `hyp server`'s listener: POST /v1/ingest/{dataset} and
+// GET /healthz. Call Recover before serving it.
+func NewHandler(store Store, led *ledger.Ledger, o Options) (http.Handler, error) {
+	if store == nil || led == nil {
+		return nil, errors.New("server: nil store or ledger")
+	}
+	if o.MaxBodyBytes <= 0 {
+		return nil, fmt.Errorf("server: MaxBodyBytes must be positive, got %d", o.MaxBodyBytes)
+	}
+	if o.RateLimit < 0 || o.Burst < 0 {
+		return nil, fmt.Errorf("server: RateLimit and Burst must not be negative, got %g and %d", o.RateLimit, o.Burst)
+	}
+	tokens, err := hashTokens(o.Tokens)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	h := &handler{store: store, led: led, tokens: tokens, maxBody: o.MaxBodyBytes, log: o.Logger}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
+	if o.RateLimit > 0 {
+		now := o.Now
+		if now == nil {
+			now = time.Now
+		}
+		h.limit = newBucket(o.RateLimit, o.Burst, now)
+	}
+	if h.metrics, err = newMetrics(o.Registerer); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	code := h.route(w, r)
+	h.metrics.requests.WithLabelValues(strconv.Itoa(code)).Inc()
+}
+
+// route dispatches by hand rather than through http.ServeMux because ServeMux answers 404
+// and 405 in plain text, and every error reply here must be JSON.
+func (h *handler) route(w http.ResponseWriter, r *http.Request) int {
+	if dataset, ok := strings.CutPrefix(r.URL.Path, "/v1/ingest/"); ok && !strings.Contains(dataset, "/") {
+		return h.ingest(w, r, dataset)
+	}
+	if r.URL.Path == "/healthz" {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			return h.reject(w, methodNotAllowed(w, "GET, HEAD"))
+		}
+		return writeJSON(w, http.StatusOK, []byte("{\"status\":\"ok\"}\n"))
+	}
+	return h.reject(w, &replyError{status: http.StatusNotFound, kind: "not_found", msg: "no such endpoint: " + r.URL.Path})
+}
+
+// ingest serves one forwarded chunk. The checks run in the order that lets each refuse a
+// request as cheaply as possible without ever storing part of it: identity, size, load,
+// then content.
+func (h *handler) ingest(w http.ResponseWriter, r *http.Request, dataset string) int {
+	if r.Method != http.MethodPost {
+		return h.reject(w, methodNotAllowed(w, http.MethodPost))
+	}
+	if !h.authorized(r.Header) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="hyp"`)
+		return h.reject(w, &replyError{status: http.StatusUnauthorized, kind: "unauthorized", msg: "missing or unknown bearer token"})
+	}
+	body, rerr := readBody(r, h.maxBody)
+	if rerr != nil {
+		return h.reject(w, rerr)
+	}
+	if h.limit != nil {
+		if wait := h.limit.take(countRows(body)); wait > 0 {
+			w.Header().Set("Retry-After", strconv.FormatInt(retryAfterSeconds(wait), 10))
+			return h.reject(w, &replyError{status: http.StatusTooManyRequests, kind: "rate_limited", msg: "the server is over its row rate limit; retry later"})
+		}
+	}
+	fw, rerr := parseForward(r.Header)
+	if rerr != nil {
+		return h.poison(w, dataset, fw, rerr)
+	}
+	if ie := cache.CheckDataset(dataset); ie != nil {
+		return h.poison(w, "", fw, &replyError{status: http.StatusBadRequest, kind: ie.Kind, msg: ie.Msg})
+	}
+	ch, rerr := parseRows(body, fw.first, fw.last)
+	if rerr != nil {
+		return h.poison(w, dataset, fw, rerr)
+	}
+	return h.commit(r.Context(), w, dataset, fw, ch)
+}
+
+// commit stores the rows of ch the ledger does not hold and records ch's range, under the
+// key's lock so that two requests for one key cannot both find a seq missing and store it.
+func (h *handler) commit(ctx context.Context, w http.ResponseWriter, dataset string, fw forward, ch *chunk) int {
+	key := ledger.Key{Gateway: fw.gateway, Dataset: dataset, Partition: partition.Name(fw.source)}
+	name := partition.GatewayName(fw.gateway, fw.source)
+	lk, err := h.locks.lock(ctx, key)
+	if err != nil {
+		return h.unavailable(w, fw, fmt.Errorf("waiting for the partition lock: %w", err))
+	}
+	defer h.locks.unlock(lk)
+	if lk.dirty {
+		if err := h.repair(ctx, key, name); err != nil {
+			return h.unavailable(w, fw, fmt.Errorf("repairing the ledger after an earlier failure: %w", err))
+		}
+		lk.dirty = false
+	}
+	held, err := h.led.Held(key, ch.seqs)
+	if err != nil {
+		return h.unavailable(w, fw, err)
+	}
+	fresh, accepted := ch.without(held)
+	var checkpoint int64 // 0 leaves the ledger's checkpoint where it is
+	if accepted > 0 {
+		res, err := h.store.IngestPartition(dataset, name, fresh)
+		if ie := (*cache.InputError)(nil); errors.As(err, &ie) {
+			return h.poison(w, dataset, fw, &replyError{status: http.StatusBadRequest, kind: ie.Kind, line: ie.Line, msg: ie.Msg})
+		}
+		if err != nil {
+			// The rows may be in the cache's log even though the append failed.
+			lk.dirty = true
+			return h.unavailable(w, fw, fmt.Errorf("storing %d rows: %w", accepted, err))
+		}
+		checkpoint = res.LastSeq
+	}
+	if err := h.led.Record(key, []ledger.Interval{{Start: fw.first, End: fw.last}}, checkpoint); err != nil {
+		lk.dirty = accepted > 0
+		return h.unavailable(w, fw, err)
+	}
+	duplicates := len(ch.seqs) - accepted
+	h.metrics.rows.WithLabelValues(dataset, "accepted").Add(float64(accepted))
+	h.metrics.rows.WithLabelValues(dataset, "duplicate").Add(float64(duplicates))
+
+	b := make([]byte, 0, 64)
+	b = append(b, `{"accepted":`...)
+	b = strconv.AppendInt(b, int64(accepted), 10)
+	b = append(b, `,"duplicates":`...)
+	b = strconv.AppendInt(b, int64(duplicates), 10)
+	b = append(b, "}\n"...)
+	return writeJSON(w, http.StatusOK, b)
+}
+
+// repair brings one key's ledger up to date with what the cache holds for it, after a
+// failure left unknown whether the last rows were stored.
+func (h *handler) repair(ctx context.Context, key ledger.Key, name string) error {
+	if err := h.store.Flush(ctx); err != nil {
+		return fmt.Errorf("flushing the cache: %w", err)
+	}
+	for _, st := range h.store.Status() {
+		if st.Dataset == key.Dataset && st.Partition == name {
+			return reconcile(ctx, h.store, h.led, key, name, st.HeadSeq)
+		}
+	}
+	return nil // the cache holds nothing for the key, so the ledger lacks nothing
+}
+
+// poison rejects a chunk the sender must quarantine rather than retry. It is logged because
+// it means a gateway's rows will not arrive.
+func (h *handler) poison(w http.ResponseWriter, dataset string, fw forward, e *replyError) int {
+	h.log.Warn("server: rejected a forwarded chunk", "dataset", dataset, "gateway", fw.gateway,
+		"batch", fw.batchID, "error", e.kind, "line", e.line, "message", e.msg)
+	return h.reject(w, e)
+}
+
+// unavailable answers a storage or ledger failure with a retryable 503; the ledger keeps the
+// retry from storing anything twice.
+func (h *handler) unavailable(w http.ResponseWriter, fw forward, err error) int {
+	h.log.Error("server: chunk not stored", "gateway", fw.gateway, "source", fw.source, "batch", fw.batchID, "err", err)
+	w.Header().Set("Retry-After", "1")
+	return h.reject(w, &replyError{status: http.StatusServiceUnavailable, kind: "unavailable", msg: "the server could not store the chunk; retry"})
+}
+
+func (h *handler) reject(w http.ResponseWriter, e *replyError) int {
+	h.metrics.rejected.WithLabelValues(e.kind).Inc()
+	return writeError(w, e)
+}
+
+func methodNotAllowed(w http.ResponseWriter, allow string) *replyError {
+	w.Header().Set("Allow", allow)
+	return &replyError{status: http.StatusMethodNotAllowed, kind: "method_not_allowed", msg: "allowed methods: " + allow}
+}

@@ -1,0 +1,322 @@
+// Package sink owns exporting: every configured sink instance, its schedule, and the unit
+// loop that moves rows from the cache to a destination exactly once.
+//
+// A unit is a seq range of one partition. Before it is shipped its bounds are persisted as
+// an intent in the partition's watermark file; the watermark moves past it only after the
+// destination has it durably. A crash at any instant therefore either re-ships exactly the
+// same unit (same rows, same batch id, same object key, which the destination recognises)
+// or finds it done. Ticks of one instance never overlap.
+//
+// The package never writes to the cache; retention asks it for floors instead.
+package sink
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/config"
+	"github.com/hyp-project/hyp/internal/fsutil"
+	"github.com/hyp-project/hyp/internal/partition"
+	"github.com/hyp-project/hyp/internal/watermark"
+)
+
+// ErrUnknownSink is returned for an instance name the config does not have.
+var ErrUnknownSink = errors.New("no such sink")
+
+// Options configure a Driver.
+type Options struct {
+	Home       string
+	Sinks      map[string]config.Sink
+	Cache      Cache
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
+	Now        func() time.Time
+	// UnitRows overrides the per-unit row budget of every sink (tests use small units).
+	UnitRows int64
+}
+
+// Driver runs every sink instance of a home.
+type Driver struct {
+	cache   Cache
+	store   *watermark.Store
+	insts   []*instance
+	log     *slog.Logger
+	metrics *metrics
+}
+
+type instance struct {
+	name     string
+	cfg      config.Sink
+	cache    Cache
+	store    *watermark.Store
+	ship     shipper
+	gateway  string
+	home     string
+	sched    config.Schedule
+	withhold []string
+	sem      chan struct{} // single flight: a tick holds it
+	log      *slog.Logger
+	now      func() time.Time
+	metrics  *metrics
+	hooks    hooks
+}
+
+type metrics struct {
+	exported *prometheus.CounterVec
+	failures *prometheus.CounterVec
+	withheld *prometheus.CounterVec
+}
+
+// New builds every configured sink. A sink that cannot be built (bad token file, bad
+// destination) is an error: the daemon refuses to start rather than silently not export.
+func New(ctx context.Context, o Options) (*Driver, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	now := o.Now
+	if now == nil {
+		now = time.Now
+	}
+	m := &metrics{
+		exported: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hyp_sink_exported_rows_total", Help: "Rows a sink delivered to its destination."}, []string{"sink", "dataset"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hyp_sink_export_failures_total", Help: "Export units that failed or were quarantined."}, []string{"sink"}),
+		withheld: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hyp_sink_withheld_rows_total", Help: "Rows a sink skipped and advanced past because withhold_sources matched."}, []string{"sink", "dataset"}),
+	}
+	if o.Registerer != nil {
+		o.Registerer.MustRegister(m.exported, m.failures, m.withheld)
+	}
+	d := &Driver{cache: o.Cache, store: watermark.Open(filepath.Join(o.Home, "sinks"), log, now), log: log, metrics: m}
+	names := make([]string, 0, len(o.Sinks))
+	for name := range o.Sinks {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var gateway string
+	for _, name := range names {
+		cfg := o.Sinks[name]
+		if gateway == "" {
+			var err error
+			if gateway, err = GatewayID(o.Home); err != nil {
+				return nil, err
+			}
+		}
+		sched, err := config.ParseSchedule(cfg.Schedule)
+		if err != nil {
+			return nil, fmt.Errorf("sink %s: %w", name, err)
+		}
+		x := &instance{
+			name: name, cfg: cfg, cache: o.Cache, store: d.store, gateway: gateway, home: o.Home,
+			sched: sched, withhold: cfg.WithholdSources, sem: make(chan struct{}, 1),
+			log: log.With("sink", name), now: now, metrics: m, hooks: failpoints(name),
+		}
+		if x.ship, err = newShipper(ctx, x, o.UnitRows); err != nil {
+			return nil, fmt.Errorf("sink %s: %w", name, err)
+		}
+		d.insts = append(d.insts, x)
+	}
+	return d, nil
+}
+
+// Store is the watermark store the driver writes through.
+func (d *Driver) Store() *watermark.Store { return d.store }
+
+// Run ticks every instance on its schedule until ctx is done.
+func (d *Driver) Run(ctx context.Context) {
+	done := make(chan struct{})
+	for _, x := range d.insts {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			x.loop(ctx)
+		}()
+	}
+	for range d.insts {
+		<-done
+	}
+}
+
+func (x *instance) loop(ctx context.Context) {
+	for {
+		next := x.sched.Next(x.now())
+		t := time.NewTimer(time.Until(next))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		select {
+		case x.sem <- struct{}{}:
+		default:
+			x.log.Info("previous run still going; skipping this tick")
+			continue
+		}
+		res := x.tick(ctx)
+		<-x.sem
+		if len(res.Errors) > 0 && ctx.Err() == nil {
+			x.log.Warn("sink tick had errors", "status", res.Status, "rows", res.Rows, "errors", res.Errors)
+		}
+	}
+}
+
+// RunResult is one instance's run (SPEC 7 `sink run --json`).
+type RunResult struct {
+	Instance string   `json:"instance"`
+	Status   string   `json:"status"` // ok | partial | failed
+	Rows     int64    `json:"rows"`
+	Bytes    int64    `json:"bytes"`
+	Units    int      `json:"units"`
+	Errors   []string `json:"errors"`
+}
+
+// RunNow runs instance (every instance when empty) now, waiting for a tick in progress to
+// finish first, and returns what each run did.
+func (d *Driver) RunNow(ctx context.Context, name string) ([]RunResult, error) {
+	var sel []*instance
+	for _, x := range d.insts {
+		if name == "" || x.name == name {
+			sel = append(sel, x)
+		}
+	}
+	if name != "" && len(sel) == 0 {
+		return nil, fmt.Errorf("%w %q (configured: %s)", ErrUnknownSink, name, strings.Join(d.Names(), ", "))
+	}
+	out := []RunResult{}
+	for _, x := range sel {
+		select {
+		case x.sem <- struct{}{}:
+		case <-ctx.Done():
+			return out, ctx.Err()
+		}
+		res := x.tick(ctx)
+		<-x.sem
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+// Names lists the configured instances.
+func (d *Driver) Names() []string {
+	out := make([]string, len(d.insts))
+	for i, x := range d.insts {
+		out[i] = x.name
+	}
+	return out
+}
+
+// tick flushes the cache so every acknowledged row is visible, then exports every
+// partition of the instance's datasets.
+func (x *instance) tick(ctx context.Context) RunResult {
+	res := RunResult{Instance: x.name, Status: "ok", Errors: []string{}}
+	if err := x.cache.Flush(ctx); err != nil {
+		res.Status = "failed"
+		res.Errors = append(res.Errors, "flush cache: "+err.Error())
+		return res
+	}
+	failed, worked := 0, 0
+	for _, ps := range x.cache.Status() {
+		if !x.covers(ps.Dataset) {
+			continue
+		}
+		r := x.exportPartition(ctx, Part{Dataset: ps.Dataset, Partition: ps.Partition}, ps.HeadSeq)
+		res.Rows += r.rows
+		res.Bytes += r.bytes
+		res.Units += r.units
+		if r.err != nil {
+			failed++
+			res.Errors = append(res.Errors, fmt.Sprintf("%s %s: %v", ps.Dataset, ps.Partition, r.err))
+		} else {
+			worked++
+		}
+	}
+	switch {
+	case failed > 0 && worked == 0 && res.Units == 0:
+		res.Status = "failed"
+	case failed > 0:
+		res.Status = "partial"
+	}
+	return res
+}
+
+func (x *instance) covers(dataset string) bool {
+	return len(x.cfg.Datasets) == 0 || slices.Contains(x.cfg.Datasets, dataset)
+}
+
+// withheld reports whether the instance skips p's rows (drop-but-advance).
+func (x *instance) withheld(p Part) bool {
+	if len(x.withhold) == 0 {
+		return false
+	}
+	_, src, err := partition.Parse(p.Partition)
+	if err != nil {
+		return false
+	}
+	for _, pat := range x.withhold {
+		if ok, _ := filepath.Match(pat, src); ok || pat == src {
+			return true
+		}
+	}
+	return false
+}
+
+// Floor is the lowest watermark of the instances covering dataset: retention must keep
+// every row above it. An instance with no watermark yet holds everything.
+func (d *Driver) Floor(dataset, part string) cache.Floor {
+	f := cache.NoFloor
+	for _, x := range d.insts {
+		if !x.covers(dataset) {
+			continue
+		}
+		st, err := d.store.Get(watermark.Key{Instance: x.name, Dataset: dataset, Partition: part})
+		if err != nil {
+			st.Seq = 0 // unreadable: hold everything rather than guess
+		}
+		switch {
+		case f.Seq < 0 || st.Seq < f.Seq:
+			f = cache.Floor{Seq: st.Seq, Holders: []string{x.name}}
+		case st.Seq == f.Seq:
+			f.Holders = append(f.Holders, x.name)
+		}
+	}
+	return f
+}
+
+// GatewayID is the stable id of this home as a forward sender, created once.
+func GatewayID(home string) (string, error) {
+	path := filepath.Join(home, "gateway_id")
+	b, err := os.ReadFile(path)
+	if err == nil {
+		id := strings.TrimSpace(string(b))
+		if err := partition.ValidateGateway(id); err != nil {
+			return "", fmt.Errorf("%s: %w", path, err)
+		}
+		return id, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	var raw [16]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	id := hex.EncodeToString(raw[:])
+	if err := fsutil.MkdirAllSync(home); err != nil {
+		return "", err
+	}
+	if err := fsutil.WriteFileAtomic(path, []byte(id+"\n"), 0o644); err != nil {
+		return "", fmt.Errorf("create gateway id: %w", err)
+	}
+	return id, nil
+}

@@ -1,0 +1,340 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/forward"
+	"github.com/hyp-project/hyp/internal/watermark"
+)
+
+// Cache is what the sinks read: committed rows by partition and seq.
+type Cache interface {
+	Flush(ctx context.Context) error
+	Status() []cache.PartitionStatus
+	Scan(ctx context.Context, dataset, partition string, since, until int64, fn func(arrow.RecordBatch) error) (cache.ScanStats, error)
+}
+
+// limits bound one export unit. Bytes are estimated from the Arrow buffers, which track
+// the encoded size closely enough to keep a unit near its budget.
+type limits struct {
+	rows  int64
+	bytes int64
+}
+
+// unitRows is an export unit's rows, read from the cache and retained until shipped.
+type unitRows struct {
+	schema *arrow.Schema
+	recs   []arrow.RecordBatch
+	rows   int64
+	first  int64
+	last   int64
+}
+
+func (u *unitRows) release() {
+	for _, r := range u.recs {
+		r.Release()
+	}
+	u.recs = nil
+}
+
+// errPoison marks a unit the destination refuses for what it contains; retrying it can
+// never succeed, so it is quarantined and the watermark moves past it.
+type errPoison struct {
+	status int
+	err    error
+}
+
+func (e *errPoison) Error() string { return e.err.Error() }
+func (e *errPoison) Unwrap() error { return e.err }
+
+// errTooLarge means the destination refused the unit's size; a smaller unit may pass.
+var errTooLarge = errors.New("export unit too large for the destination")
+
+// shipper delivers one unit durably; nil means the destination has every row of it. A
+// retry of the same unit (same id, same rows) must be harmless.
+type shipper interface {
+	ship(ctx context.Context, p Part, u watermark.Unit, rows *unitRows) (bytes int64, err error)
+	limits() limits
+}
+
+// Part is one partition a sink exports.
+type Part struct {
+	Dataset   string
+	Partition string
+}
+
+var errStop = errors.New("unit full")
+
+// read collects the rows of p with seq in (since, until], stopping at lim. It opens only
+// the files and row groups that hold such rows.
+func (x *instance) read(ctx context.Context, p Part, since, until int64, lim limits) (*unitRows, error) {
+	u := &unitRows{}
+	var bytes int64
+	_, err := x.cache.Scan(ctx, p.Dataset, p.Partition, since, until, func(rec arrow.RecordBatch) error {
+		n := rec.NumRows()
+		if n == 0 {
+			return nil
+		}
+		if u.schema == nil {
+			u.schema = rec.Schema()
+		}
+		per := recordBytes(rec) / max(n, 1)
+		take := n
+		if room := lim.rows - u.rows; take > room {
+			take = room
+		}
+		if lim.bytes > 0 && per > 0 {
+			if room := (lim.bytes - bytes) / per; take > room {
+				take = max(room, 0)
+			}
+		}
+		if take == 0 && u.rows == 0 {
+			take = 1 // one row larger than the budget still travels alone
+		}
+		if take > 0 {
+			part := rec
+			if take < n {
+				part = rec.NewSlice(0, take)
+			} else {
+				rec.Retain()
+			}
+			seqs, err := seqColumn(part)
+			if err != nil {
+				part.Release()
+				return err
+			}
+			if u.rows == 0 {
+				u.first = seqs.Value(0)
+			}
+			u.last = seqs.Value(int(take) - 1)
+			u.recs = append(u.recs, part)
+			u.rows += take
+			bytes += per * take
+		}
+		if take < n || u.rows >= lim.rows {
+			return errStop
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStop) {
+		u.release()
+		return nil, err
+	}
+	return u, nil
+}
+
+// recordBytes estimates rec's encoded size from its string bytes plus 8 bytes per other
+// value. Buffers cannot be used: a scan slices row groups, and a slice shares its parent's.
+func recordBytes(rec arrow.RecordBatch) int64 {
+	var n int64
+	for _, col := range rec.Columns() {
+		switch a := col.(type) {
+		case *array.String:
+			if offs := a.ValueOffsets(); len(offs) > 0 {
+				n += int64(offs[len(offs)-1] - offs[0])
+			}
+		case *array.LargeString:
+			if offs := a.ValueOffsets(); len(offs) > 0 {
+				n += offs[len(offs)-1] - offs[0]
+			}
+		default:
+			n += 8 * int64(a.Len())
+		}
+	}
+	return n
+}
+
+func seqColumn(rec arrow.RecordBatch) (*array.Int64, error) {
+	idx := rec.Schema().FieldIndices(cache.SeqColumn)
+	if len(idx) != 1 {
+		return nil, fmt.Errorf("cache batch has no %s column", cache.SeqColumn)
+	}
+	col, ok := rec.Column(idx[0]).(*array.Int64)
+	if !ok {
+		return nil, fmt.Errorf("cache column %s is %s, not int64", cache.SeqColumn, rec.Column(idx[0]).DataType())
+	}
+	return col, nil
+}
+
+// partResult is what one partition's export did in one tick.
+type partResult struct {
+	rows, bytes int64
+	units       int
+	err         error
+}
+
+// exportPartition ships p's rows above its watermark, unit by unit, up to head. Each unit
+// is written as an intent before it is shipped and the watermark moves only after the
+// destination has it. Every write is a compare-and-set on the watermark's generation, so a
+// rewind or a hand edit between two units wins over what this loop decided.
+func (x *instance) exportPartition(ctx context.Context, p Part, head int64) partResult {
+	var res partResult
+	k := watermark.Key{Instance: x.name, Dataset: p.Dataset, Partition: p.Partition}
+	lim := x.ship.limits()
+	log := x.log.With("dataset", p.Dataset, "partition", p.Partition)
+	for {
+		if err := ctx.Err(); err != nil {
+			res.err = err
+			return res
+		}
+		st, err := x.store.Get(k)
+		if err != nil {
+			res.err = err
+			return res
+		}
+		var u watermark.Unit
+		var rows *unitRows
+		switch {
+		case st.Intent != nil:
+			// A unit decided before a crash or a failed attempt: exactly those rows again.
+			u = *st.Intent
+			if rows, err = x.read(ctx, p, u.From, u.Last, limits{rows: 1 << 62}); err != nil {
+				res.err = err
+				return res
+			}
+		case st.Seq >= head:
+			return res // nothing new: no data file was opened
+		default:
+			if rows, err = x.read(ctx, p, st.Seq, head, lim); err != nil {
+				res.err = err
+				return res
+			}
+			if rows.rows == 0 {
+				// Every row in (Seq, head] is gone from the cache (retention records such
+				// losses as gaps when it forces them); nothing is left to ship.
+				if _, err := x.store.Update(k, st.Generation, func(s *watermark.State) error {
+					s.Seq = head
+					return nil
+				}); err != nil && !errors.Is(err, watermark.ErrStale) {
+					res.err = err
+					return res
+				}
+				continue
+			}
+			u = watermark.Unit{From: st.Seq, First: rows.first, Last: rows.last, Rows: rows.rows, ID: x.unitID(p, rows.first, rows.last)}
+			if x.withheld(p) {
+				rows.release()
+				if _, err := x.store.Update(k, st.Generation, func(s *watermark.State) error {
+					s.Seq, s.WithheldRows = u.Last, s.WithheldRows+u.Rows
+					return nil
+				}); err != nil && !errors.Is(err, watermark.ErrStale) {
+					res.err = err
+					return res
+				}
+				x.metrics.withheld.WithLabelValues(x.name, p.Dataset).Add(float64(u.Rows))
+				continue
+			}
+			if st, err = x.store.Update(k, st.Generation, func(s *watermark.State) error {
+				s.Intent = &u
+				return nil
+			}); err != nil {
+				rows.release()
+				if errors.Is(err, watermark.ErrStale) {
+					continue
+				}
+				res.err = err
+				return res
+			}
+		}
+		if x.hooks.afterIntent != nil {
+			x.hooks.afterIntent(k, u)
+		}
+		n, err := x.shipUnit(ctx, p, u, rows)
+		rows.release()
+		if err == nil {
+			if x.hooks.afterShip != nil {
+				x.hooks.afterShip(k, u)
+			}
+			now := x.now().UTC()
+			_, err := x.store.Update(k, st.Generation, func(s *watermark.State) error {
+				s.Seq, s.ExportedRows, s.Intent = u.Last, s.ExportedRows+rows.rows, nil
+				s.LastExportAt, s.LastError = &now, ""
+				return nil
+			})
+			if errors.Is(err, watermark.ErrStale) {
+				log.Info("watermark moved while a unit was shipping; the new position wins", "unit_first", u.First, "unit_last", u.Last)
+				continue
+			}
+			if err != nil {
+				res.err = err
+				return res
+			}
+			if x.hooks.afterWatermark != nil {
+				x.hooks.afterWatermark(k, u)
+			}
+			res.rows += rows.rows
+			res.bytes += n
+			res.units++
+			x.metrics.exported.WithLabelValues(x.name, p.Dataset).Add(float64(rows.rows))
+			continue
+		}
+		var poison *errPoison
+		switch {
+		case errors.As(err, &poison) || (errors.Is(err, errTooLarge) && u.Rows <= 1):
+			q, qerr := x.quarantine(ctx, p, u, err)
+			if qerr != nil {
+				res.err = fmt.Errorf("quarantine unit %d-%d: %w", u.First, u.Last, qerr)
+				return res
+			}
+			if poison != nil {
+				q.Status = poison.status
+			}
+			log.Error("destination refused a unit as poison; quarantined it and moved past", "unit_first", u.First, "unit_last", u.Last, "rows", u.Rows, "file", q.File, "err", err)
+			if _, err := x.store.Update(k, st.Generation, func(s *watermark.State) error {
+				s.Seq, s.Intent = u.Last, nil
+				s.Quarantined = append(s.Quarantined, q)
+				s.LastError = fmt.Sprintf("quarantined seqs %d-%d: %v", u.First, u.Last, err)
+				return nil
+			}); err != nil && !errors.Is(err, watermark.ErrStale) {
+				res.err = err
+				return res
+			}
+			x.metrics.failures.WithLabelValues(x.name).Inc()
+		case errors.Is(err, errTooLarge):
+			// Nothing of the unit was stored, so a smaller unit may replace the intent.
+			lim.rows = max(u.Rows/2, 1)
+			if _, err := x.store.Update(k, st.Generation, func(s *watermark.State) error {
+				s.Intent = nil
+				return nil
+			}); err != nil && !errors.Is(err, watermark.ErrStale) {
+				res.err = err
+				return res
+			}
+		default:
+			x.metrics.failures.WithLabelValues(x.name).Inc()
+			msg := err.Error()
+			_, _ = x.store.Update(k, st.Generation, func(s *watermark.State) error {
+				s.LastError = msg
+				return nil
+			})
+			res.err = fmt.Errorf("export seqs %d-%d: %w", u.First, u.Last, err)
+			return res
+		}
+	}
+}
+
+func (x *instance) shipUnit(ctx context.Context, p Part, u watermark.Unit, rows *unitRows) (int64, error) {
+	if rows.rows == 0 {
+		return 0, nil // the unit's rows were all pruned since it was decided (a forced gap)
+	}
+	return x.ship.ship(ctx, p, u, rows)
+}
+
+// unitID is the batch id / object identity of a unit: a function of where the rows come
+// from and their seq bounds only, so every retry of a unit carries the same one.
+func (x *instance) unitID(p Part, first, last int64) string {
+	return forward.BatchID(x.gateway, p.Dataset, p.Partition, first, last)
+}
+
+// hooks let crash tests stop the process at exact steps of a unit.
+type hooks struct {
+	afterIntent    func(watermark.Key, watermark.Unit)
+	afterShip      func(watermark.Key, watermark.Unit)
+	afterWatermark func(watermark.Key, watermark.Unit)
+}

@@ -1,0 +1,134 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/hyp-project/hyp/internal/blob"
+	"github.com/hyp-project/hyp/internal/forward"
+	"github.com/hyp-project/hyp/internal/watermark"
+)
+
+// Unit budgets. A forward unit is one request, kept well under a server's default 16 MiB
+// body limit; a blob unit is one file, large enough that object stores are not flooded
+// with small files and small enough to hold in memory while it is encoded.
+var (
+	forwardLimits = limits{rows: 10_000, bytes: 4 << 20}
+	blobLimits    = limits{rows: 250_000, bytes: 256 << 20}
+)
+
+func newShipper(ctx context.Context, x *instance, unitRows int64) (shipper, error) {
+	var s shipper
+	switch x.cfg.Type {
+	case "forward":
+		tok, err := os.ReadFile(x.cfg.TokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("token_file: %w", err)
+		}
+		token := strings.TrimSpace(string(tok))
+		if token == "" {
+			return nil, fmt.Errorf("token_file %s is empty", x.cfg.TokenFile)
+		}
+		c, err := forward.New(forward.Options{URL: x.cfg.URL, Token: token, Gateway: x.gateway, Logger: x.log})
+		if err != nil {
+			return nil, err
+		}
+		s = &forwardShipper{client: c, lim: forwardLimits}
+	case "blob":
+		f, err := blob.ParseFormat(x.cfg.Format)
+		if err != nil {
+			return nil, err
+		}
+		var dest blob.Destination
+		switch d := x.cfg.Destination; d.Type {
+		case "local-fs":
+			l := blob.NewLocalFS(d.Path)
+			// Temp files of units a crash interrupted; their units are re-encoded from intents.
+			if err := l.Clean(); err != nil {
+				return nil, err
+			}
+			dest = l
+		case "s3":
+			dest, err = blob.NewS3(ctx, blob.S3Config{Bucket: d.Bucket, Prefix: d.Prefix, Region: d.Region, Endpoint: d.Endpoint, ForcePathStyle: d.ForcePathStyle}, filepath.Join(x.home, "sinks", x.name, "tmp"))
+			if err != nil {
+				return nil, err
+			}
+		default:
+			return nil, fmt.Errorf("destination type %q: want local-fs or s3", d.Type)
+		}
+		s = &blobShipper{dest: dest, format: f, lim: blobLimits}
+	default:
+		return nil, fmt.Errorf("type %q: want blob or forward", x.cfg.Type)
+	}
+	if unitRows > 0 {
+		switch s := s.(type) {
+		case *forwardShipper:
+			s.lim.rows = unitRows
+		case *blobShipper:
+			s.lim.rows = unitRows
+		}
+	}
+	return s, nil
+}
+
+type forwardShipper struct {
+	client *forward.Client
+	lim    limits
+}
+
+func (f *forwardShipper) limits() limits { return f.lim }
+
+func (f *forwardShipper) ship(ctx context.Context, p Part, u watermark.Unit, rows *unitRows) (int64, error) {
+	body, err := encodeNDJSON(rows)
+	if err != nil {
+		return 0, err
+	}
+	_, err = f.client.Send(ctx, forward.Chunk{Dataset: p.Dataset, Partition: p.Partition, FirstSeq: u.First, LastSeq: u.Last, Rows: int(rows.rows), Body: body})
+	var poison *forward.PoisonError
+	switch {
+	case err == nil:
+		return int64(len(body)), nil
+	case errors.As(err, &poison):
+		return 0, &errPoison{status: poison.Status, err: err}
+	case errors.Is(err, forward.ErrTooLarge):
+		return 0, fmt.Errorf("%w: %v", errTooLarge, err)
+	}
+	return 0, err
+}
+
+type blobShipper struct {
+	dest   blob.Destination
+	format blob.Format
+	lim    limits
+}
+
+func (b *blobShipper) limits() limits { return b.lim }
+
+func (b *blobShipper) ship(ctx context.Context, p Part, u watermark.Unit, rows *unitRows) (int64, error) {
+	obj := blob.Object{Key: blob.Key(p.Dataset, p.Partition, u.First, u.Last, b.format), UnitID: u.ID, Rows: rows.rows, FirstSeq: u.First, LastSeq: u.Last}
+	tmp, err := blob.CreateTemp(b.dest)
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(tmp.Name())
+	if err := blob.Encode(tmp, b.format, rows.schema, rows.recs); err != nil {
+		tmp.Close()
+		return 0, fmt.Errorf("encode %s: %w", obj.Key, err)
+	}
+	st, err := tmp.Stat()
+	if err != nil {
+		tmp.Close()
+		return 0, err
+	}
+	if err := tmp.Close(); err != nil {
+		return 0, err
+	}
+	if err := b.dest.Put(ctx, obj, tmp.Name()); err != nil {
+		return 0, fmt.Errorf("put %s to %s: %w", obj.Key, b.dest, err)
+	}
+	return st.Size(), nil
+}

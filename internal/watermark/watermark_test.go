@@ -1,0 +1,78 @@
+package watermark
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestUpdateIsCompareAndSet(t *testing.T) {
+	s := Open(t.TempDir(), nil, nil)
+	k := Key{Instance: "s3", Dataset: "logs", Partition: "source=a/b"}
+	st, err := s.Get(k)
+	if err != nil || st.Seq != 0 || st.Generation != 0 {
+		t.Fatalf("fresh state %+v, %v", st, err)
+	}
+	u := Unit{From: 0, First: 3, Last: 9, Rows: 4, ID: "x"}
+	st, err = s.Update(k, 0, func(s *State) error { s.Intent = &u; return nil })
+	if err != nil || st.Generation != 1 || st.Intent == nil {
+		t.Fatalf("intent write %+v, %v", st, err)
+	}
+	// A writer that decided on generation 0 loses.
+	if _, err := s.Update(k, 0, func(s *State) error { s.Seq = 100; return nil }); !errors.Is(err, ErrStale) {
+		t.Fatalf("stale update: %v", err)
+	}
+	st, err = s.Update(k, 1, func(s *State) error { s.Seq, s.Intent, s.ExportedRows = 9, nil, 4; return nil })
+	if err != nil || st.Seq != 9 || st.Generation != 2 {
+		t.Fatalf("advance %+v, %v", st, err)
+	}
+	// A fresh store (a restarted daemon) reads the same state.
+	again, err := Open(s.root, nil, nil).Get(k)
+	if err != nil || again.Seq != 9 || again.ExportedRows != 4 || again.Generation != 2 {
+		t.Fatalf("reopened %+v, %v", again, err)
+	}
+	path, _ := s.Path(k)
+	if !strings.HasSuffix(path, "s3/watermarks/logs/source=a~2fb.json") {
+		t.Fatalf("path %s", path)
+	}
+	keys, err := s.List("s3")
+	if err != nil || len(keys) != 1 || keys[0] != k {
+		t.Fatalf("List = %v, %v", keys, err)
+	}
+}
+
+func TestHandEditIsHonoured(t *testing.T) {
+	s := Open(t.TempDir(), nil, nil)
+	k := Key{Instance: "fwd", Dataset: "logs", Partition: "source=web"}
+	u := Unit{From: 50, First: 51, Last: 60, Rows: 10}
+	st, err := s.Update(k, 0, func(s *State) error { s.Seq, s.Intent = 50, &u; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, _ := s.Path(k)
+	b, _ := os.ReadFile(path)
+	// The operator moves the seq back and leaves the generation alone.
+	edited := strings.Replace(string(b), `"seq": 50`, `"seq": 20`, 1)
+	if err := os.WriteFile(path, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The export that decided on the old generation must not write over the edit.
+	if _, err := s.Update(k, st.Generation, func(s *State) error { s.Seq = 60; return nil }); !errors.Is(err, ErrStale) {
+		t.Fatalf("update over a hand edit: %v", err)
+	}
+	got, err := s.Get(k)
+	if err != nil || got.Seq != 20 || got.Generation <= st.Generation {
+		t.Fatalf("after edit %+v, %v", got, err)
+	}
+	if got.Intent != nil {
+		t.Fatalf("intent of the old position survived the edit: %+v", got.Intent)
+	}
+	// A garbled file is an error naming the file, not a silent reset to 0.
+	if err := os.WriteFile(path, []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(k); err == nil || !strings.Contains(err.Error(), path) {
+		t.Fatalf("garbled file: %v", err)
+	}
+}
