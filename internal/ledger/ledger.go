@@ -13,6 +13,7 @@
 package ledger
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -222,15 +223,7 @@ func normalize(ivs []Interval) ([]Interval, error) {
 		}
 	}
 	out := slices.Clone(ivs)
-	slices.SortFunc(out, func(a, b Interval) int {
-		switch {
-		case a.Start < b.Start:
-			return -1
-		case a.Start > b.Start:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b Interval) int { return cmp.Compare(a.Start, b.Start) })
 	n := 0
 	for _, iv := range out {
 		if n > 0 && touches(out[n-1].End, iv.Start) {

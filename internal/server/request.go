@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -79,7 +80,7 @@ func badHeader(name string, err error) *replyError {
 func single(h http.Header, name string) (string, error) {
 	switch vs := h.Values(name); len(vs) {
 	case 0:
-		return "", fmt.Errorf("missing")
+		return "", errors.New("missing")
 	case 1:
 		return vs[0], nil
 	default:

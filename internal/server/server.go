@@ -202,7 +202,8 @@ func (h *handler) commit(ctx context.Context, w http.ResponseWriter, dataset str
 	var checkpoint int64 // 0 leaves the ledger's checkpoint where it is
 	if accepted > 0 {
 		res, err := h.store.IngestPartition(dataset, name, fresh)
-		if ie := (*cache.InputError)(nil); errors.As(err, &ie) {
+		var ie *cache.InputError
+		if errors.As(err, &ie) {
 			return h.poison(w, dataset, fw, &replyError{status: http.StatusBadRequest, kind: ie.Kind, line: ie.Line, msg: ie.Msg})
 		}
 		if err != nil {
