@@ -240,6 +240,11 @@ func (x *instance) tick(ctx context.Context) RunResult {
 		} else {
 			worked++
 		}
+		var de *errDestination
+		if errors.As(r.err, &de) || ctx.Err() != nil {
+			// The destination is down (or we are stopping): the next tick starts over.
+			break
+		}
 	}
 	switch {
 	case failed > 0 && worked == 0 && res.Units == 0:

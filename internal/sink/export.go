@@ -53,6 +53,13 @@ type errPoison struct {
 func (e *errPoison) Error() string { return e.err.Error() }
 func (e *errPoison) Unwrap() error { return e.err }
 
+// errDestination is a failure to reach or write the destination, as opposed to one
+// partition's problem: the rest of the tick would only wait on it again.
+type errDestination struct{ err error }
+
+func (e *errDestination) Error() string { return e.err.Error() }
+func (e *errDestination) Unwrap() error { return e.err }
+
 // errTooLarge means the destination refused the unit's size; a smaller unit may pass.
 var errTooLarge = errors.New("export unit too large for the destination")
 
@@ -307,13 +314,18 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 				return res
 			}
 		default:
+			if ctx.Err() != nil {
+				// Shutdown, not a failure: the intent stays and the next start re-ships it.
+				res.err = ctx.Err()
+				return res
+			}
 			x.metrics.failures.WithLabelValues(x.name).Inc()
 			msg := err.Error()
 			_, _ = x.store.Update(k, st.Generation, func(s *watermark.State) error {
 				s.LastError = msg
 				return nil
 			})
-			res.err = fmt.Errorf("export seqs %d-%d: %w", u.First, u.Last, err)
+			res.err = &errDestination{fmt.Errorf("export seqs %d-%d: %w", u.First, u.Last, err)}
 			return res
 		}
 	}
