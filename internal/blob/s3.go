@@ -42,7 +42,7 @@ const (
 	// putBaseTimeout bounds one PutObject call (the SDK's own retries included) beyond the
 	// time the body needs at putMinRate, so a large unit on a slow link is not cut off while
 	// a hung connection still is.
-	putBaseTimeout = 2 * time.Minute
+	putBaseTimeout = 30 * time.Second
 	putMinRate     = 1 << 20 // bytes per second
 	headTimeout    = 30 * time.Second
 	// conflictAttempts bounds Put's own retries of a 409 (a concurrent conditional write

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -105,6 +106,7 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 	}
 	slices.Sort(names)
 	var gateway string
+	var failpointHits atomic.Int64
 	for _, name := range names {
 		cfg := o.Sinks[name]
 		if gateway == "" {
@@ -120,7 +122,7 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		x := &instance{
 			name: name, cfg: cfg, cache: o.Cache, store: d.store, gateway: gateway, home: o.Home,
 			sched: sched, withhold: cfg.WithholdSources, sem: make(chan struct{}, 1),
-			log: log.With("sink", name), now: now, metrics: m, hooks: failpoints(name),
+			log: log.With("sink", name), now: now, metrics: m, hooks: failpoints(&failpointHits),
 		}
 		if x.ship, err = newShipper(ctx, x, o.UnitRows); err != nil {
 			return nil, fmt.Errorf("sink %s: %w", name, err)

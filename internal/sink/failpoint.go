@@ -11,12 +11,12 @@ import (
 )
 
 // failpointEnv names the crash-test switch: `<step>:<n>` kills the process with SIGKILL the
-// n-th time any unit reaches step (after-intent, after-ship, after-watermark). It exists so
+// n-th time any unit of any sink of the driver reaches step (after-intent, after-ship, after-watermark). It exists so
 // tests can prove exactly-once at every step of a unit against the real binary; unset, it
 // costs nothing.
 const failpointEnv = "HYP_FAILPOINT"
 
-func failpoints(string) hooks {
+func failpoints(seen *atomic.Int64) hooks {
 	v := os.Getenv(failpointEnv)
 	if v == "" {
 		return hooks{}
@@ -26,7 +26,6 @@ func failpoints(string) hooks {
 	if err != nil || n < 1 {
 		n = 1
 	}
-	var seen atomic.Int64
 	kill := func(watermark.Key, watermark.Unit) {
 		if seen.Add(1) == int64(n) {
 			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
