@@ -236,6 +236,9 @@ func (x *instance) tick(ctx context.Context) RunResult {
 		res.Rows += r.rows
 		res.Bytes += r.bytes
 		res.Units += r.units
+		for _, q := range r.quarantined {
+			res.Errors = append(res.Errors, fmt.Sprintf("%s %s: %s", ps.Dataset, ps.Partition, q))
+		}
 		if r.err != nil {
 			failed++
 			res.Errors = append(res.Errors, fmt.Sprintf("%s %s: %v", ps.Dataset, ps.Partition, r.err))
@@ -251,7 +254,7 @@ func (x *instance) tick(ctx context.Context) RunResult {
 	switch {
 	case failed > 0 && worked == 0 && res.Units == 0:
 		res.Status = "failed"
-	case failed > 0:
+	case failed > 0 || len(res.Errors) > 0:
 		res.Status = "partial"
 	}
 	return res

@@ -173,6 +173,7 @@ func seqColumn(rec arrow.RecordBatch) (*array.Int64, error) {
 type partResult struct {
 	rows, bytes int64
 	units       int
+	quarantined []string // units moved past as poison, for the run's report
 	err         error
 }
 
@@ -303,6 +304,7 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 				return res
 			}
 			x.metrics.failures.WithLabelValues(x.name).Inc()
+			res.quarantined = append(res.quarantined, fmt.Sprintf("quarantined seqs %d-%d (%d rows) in %s: %v", u.First, u.Last, q.Rows, q.File, err))
 		case errors.Is(err, errTooLarge):
 			// Nothing of the unit was stored, so a smaller unit may replace the intent.
 			lim.rows = max(u.Rows/2, 1)
