@@ -23,6 +23,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -139,6 +140,19 @@ type seqState struct {
 	Reserved int64 `json:"reserved"`
 }
 
+// uriUnsafe are the characters iceberg-go mangles when it turns a table location into a
+// file:// URI and back ('%' decodes, '?' and '#' end the path), so a cache under such a
+// path would write its files somewhere else.
+const uriUnsafe = "%?#"
+
+// checkDir refuses a cache directory that Iceberg table locations cannot name.
+func checkDir(dir string) error {
+	if i := strings.IndexAny(dir, uriUnsafe); i >= 0 {
+		return fmt.Errorf("cache directory %s contains %q, which Iceberg table locations cannot hold; choose a HYP_HOME without any of %q", dir, dir[i], uriUnsafe)
+	}
+	return nil
+}
+
 // Open takes the writer lock on dir, loads every partition table, replays the log into the
 // tables and returns a cache ready to ingest.
 func Open(ctx context.Context, dir string, opts Options) (*Cache, error) {
@@ -147,6 +161,9 @@ func Open(ctx context.Context, dir string, opts Options) (*Cache, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if err := checkDir(dir); err != nil {
+		return nil, err
 	}
 	if err := fsutil.MkdirAllSync(dir); err != nil {
 		return nil, err

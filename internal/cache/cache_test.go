@@ -155,3 +155,31 @@ func TestIngestPartitionGatewayNames(t *testing.T) {
 		t.Fatalf("status %+v", st)
 	}
 }
+
+func TestOpenRefusesDirsIcebergCannotName(t *testing.T) {
+	base := t.TempDir()
+	for _, name := range []string{"pct%41", "q?x", "hash#1"} {
+		dir := filepath.Join(base, name, "cache")
+		_, err := Open(context.Background(), dir, Options{})
+		if err == nil || !strings.Contains(err.Error(), "choose a HYP_HOME") {
+			t.Errorf("Open(%q) = %v", dir, err)
+		}
+		if _, err := os.Stat(filepath.Join(base, name)); !os.IsNotExist(err) {
+			t.Errorf("Open(%q) created files before refusing: %v", dir, err)
+		}
+	}
+	for _, name := range []string{"with space", "ünï", "a:b", "a,b"} {
+		c := openTest(t, filepath.Join(base, name, "cache"))
+		if _, err := c.Ingest("logs", "a", body(0, 3, "")); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Flush(context.Background()); err != nil {
+			t.Fatalf("%q: %v", name, err)
+		}
+		_, ids, _ := collect(t, c, "logs", "source=a", 0, 1<<62)
+		if len(ids) != 3 {
+			t.Errorf("%q: %d rows", name, len(ids))
+		}
+		c.Close(context.Background())
+	}
+}

@@ -125,6 +125,9 @@ type Reader struct{ tables *tableSet }
 
 // OpenReader loads the committed tables without taking the writer lock.
 func OpenReader(ctx context.Context, dir string) (*Reader, error) {
+	if err := checkDir(dir); err != nil {
+		return nil, err
+	}
 	ts, err := loadTables(ctx, dir, false)
 	if err != nil {
 		return nil, err
