@@ -20,10 +20,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -140,15 +140,11 @@ type seqState struct {
 	Reserved int64 `json:"reserved"`
 }
 
-// uriUnsafe are the characters iceberg-go mangles when it turns a table location into a
-// file:// URI and back ('%' decodes, '?' and '#' end the path), so a cache under such a
-// path would write its files somewhere else.
-const uriUnsafe = "%?#"
-
-// checkDir refuses a cache directory that Iceberg table locations cannot name.
+// checkDir refuses a directory iceberg-go cannot take as a warehouse: it parses the path as
+// a URL once more inside its catalog, so a '%' that starts no valid escape fails there.
 func checkDir(dir string) error {
-	if i := strings.IndexAny(dir, uriUnsafe); i >= 0 {
-		return fmt.Errorf("cache directory %s contains %q, which Iceberg table locations cannot hold; choose a HYP_HOME without any of %q", dir, dir[i], uriUnsafe)
+	if _, err := url.Parse(dir); err != nil {
+		return fmt.Errorf("cache directory %s cannot hold Iceberg tables (%v); choose a HYP_HOME without a '%%' that is not followed by two hex digits", dir, err)
 	}
 	return nil
 }

@@ -156,30 +156,67 @@ func TestIngestPartitionGatewayNames(t *testing.T) {
 	}
 }
 
-func TestOpenRefusesDirsIcebergCannotName(t *testing.T) {
-	base := t.TempDir()
-	for _, name := range []string{"pct%41", "q?x", "hash#1"} {
-		dir := filepath.Join(base, name, "cache")
-		_, err := Open(context.Background(), dir, Options{})
-		if err == nil || !strings.Contains(err.Error(), "choose a HYP_HOME") {
-			t.Errorf("Open(%q) = %v", dir, err)
-		}
-		if _, err := os.Stat(filepath.Join(base, name)); !os.IsNotExist(err) {
-			t.Errorf("Open(%q) created files before refusing: %v", dir, err)
-		}
+func TestCacheUnderPathsURIsWouldMangle(t *testing.T) {
+	ctx := context.Background()
+	// A '%' that starts no valid escape is refused before anything is written.
+	bad := filepath.Join(t.TempDir(), "pct%zz")
+	if _, err := Open(ctx, filepath.Join(bad, "cache"), Options{}); err == nil || !strings.Contains(err.Error(), "choose a HYP_HOME") {
+		t.Errorf("Open under %s = %v", bad, err)
 	}
-	for _, name := range []string{"with space", "ünï", "a:b", "a,b"} {
-		c := openTest(t, filepath.Join(base, name, "cache"))
-		if _, err := c.Ingest("logs", "a", body(0, 3, "")); err != nil {
-			t.Fatal(err)
+	if _, err := os.Stat(bad); !os.IsNotExist(err) {
+		t.Errorf("refused Open created %s: %v", bad, err)
+	}
+	for _, name := range []string{"pct%41", "q?x", "hash#1", "with space", "café", "a:b,c"} {
+		base := t.TempDir()
+		home := filepath.Join(base, name)
+		c := openTest(t, filepath.Join(home, "cache"))
+		for i := 0; i < 10; i++ {
+			if _, err := c.Ingest("logs", "a", body(i*3, 3, "")); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Flush(ctx); err != nil {
+				t.Fatalf("%q: %v", name, err)
+			}
 		}
-		if err := c.Flush(context.Background()); err != nil {
-			t.Fatalf("%q: %v", name, err)
+		if _, err := c.Compact(ctx, true, nil); err != nil {
+			t.Fatalf("%q: compact: %v", name, err)
 		}
 		_, ids, _ := collect(t, c, "logs", "source=a", 0, 1<<62)
-		if len(ids) != 3 {
+		if len(ids) != 30 {
 			t.Errorf("%q: %d rows", name, len(ids))
 		}
-		c.Close(context.Background())
+		if err := c.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// Every file the cache wrote is inside its directory.
+		ents, _ := os.ReadDir(base)
+		if len(ents) != 1 || ents[0].Name() != name {
+			var names []string
+			for _, e := range ents {
+				names = append(names, e.Name())
+			}
+			t.Errorf("%q: the cache wrote outside its home: %v", name, names)
+		}
+		r, err := OpenReader(ctx, filepath.Join(home, "cache"))
+		if err != nil {
+			t.Fatalf("%q: reader: %v", name, err)
+		}
+		v, err := r.View()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tv := range v.Tables {
+			for _, p := range tv.Partitions {
+				for _, f := range p.Files {
+					if !strings.HasPrefix(f, home+string(filepath.Separator)) {
+						t.Errorf("%q: view names a file outside the home: %s", name, f)
+					}
+					if _, err := os.Stat(f); err != nil {
+						t.Errorf("%q: %v", name, err)
+					}
+				}
+			}
+		}
+		v.Release()
 	}
 }

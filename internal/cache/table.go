@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -83,7 +84,7 @@ func genNumber(name string) (int, bool) {
 }
 
 func newCatalog(warehouse string) (*hadoop.Catalog, error) {
-	cat, err := hadoop.NewCatalog("hyp", warehouse, iceberg.Properties{})
+	cat, err := hadoop.NewCatalog("hyp", fileURI(warehouse), iceberg.Properties{})
 	if err != nil {
 		return nil, fmt.Errorf("iceberg catalog at %s: %w", warehouse, err)
 	}
@@ -107,13 +108,19 @@ func createGeneration(ctx context.Context, cat *hadoop.Catalog, warehouse string
 	}
 	name := genName(n)
 	ident := append(slices.Clone(ns), name)
+	dir := filepath.Join(append([]string{warehouse}, ident...)...)
 	props := maps(tableProps)
 	props[propMaxSeq] = strconv.FormatInt(maxSeq, 10)
+	// iceberg-go joins file names onto the table location as a URL; a plain path with a
+	// space, '%', '?', '#' or non-ASCII would come back escaped or cut, and the files would
+	// land elsewhere. Escaped file:// URIs round-trip through its LocalFS.
+	props[table.WriteDataPathKey] = fileURI(filepath.Join(dir, "data"))
+	props[table.WriteMetadataPathKey] = fileURI(filepath.Join(dir, "metadata"))
 	tbl, err := cat.CreateTable(ctx, ident, sc, catalog.WithProperties(props))
 	if err != nil {
 		return nil, fmt.Errorf("create table %v: %w", ident, err)
 	}
-	return &generation{name: name, dir: filepath.Join(append([]string{warehouse}, ident...)...), ident: ident, cat: cat, tbl: tbl, maxSeq: maxSeq}, nil
+	return &generation{name: name, dir: dir, ident: ident, cat: cat, tbl: tbl, maxSeq: maxSeq}, nil
 }
 
 func maps(p iceberg.Properties) iceberg.Properties {
@@ -242,9 +249,17 @@ func boundInt64(b []byte) int64 {
 	return int64(binary.LittleEndian.Uint64(b))
 }
 
+// fileURI is the escaped file:// URI of a local path.
+func fileURI(p string) string {
+	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(p)}).String()
+}
+
+// localPath turns a data file location back into a local path.
 func localPath(p string) string {
-	if s, ok := strings.CutPrefix(p, "file://"); ok {
-		return s
+	if strings.HasPrefix(p, "file:") {
+		if u, err := url.Parse(p); err == nil {
+			return filepath.FromSlash(u.Path)
+		}
 	}
 	return p
 }

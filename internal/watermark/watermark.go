@@ -107,9 +107,15 @@ type Store struct {
 	known map[Key]*entry
 }
 
+// entry is what the store last observed of one file. Generations handed out for a key never
+// repeat within a store: any change it did not make itself (an edit, a file appearing or
+// disappearing) moves the generation above everything seen before, so a writer that decided
+// on an older observation always fails its compare-and-set.
 type entry struct {
 	mu      sync.Mutex // serialises read-compare-write of this key
-	written []byte     // bytes this store last wrote or read, nil if none
+	seen    bool       // observed at least once
+	written []byte     // bytes last written or read; nil when the file was last seen missing
+	gen     int64      // generation of the last observation
 }
 
 // Open returns a store rooted at root. It creates nothing until the first write.
@@ -163,8 +169,10 @@ func (s *Store) read(k Key, e *entry) (State, error) {
 		if e.written != nil {
 			s.log.Warn("watermark file removed behind the daemon; starting that partition from seq 0", "sink", k.Instance, "dataset", k.Dataset, "partition", k.Partition, "file", path)
 			e.written = nil
+			e.gen++
 		}
-		return State{Version: Version, Dataset: k.Dataset, Partition: k.Partition}, nil
+		e.seen = true
+		return State{Version: Version, Dataset: k.Dataset, Partition: k.Partition, Generation: e.gen}, nil
 	}
 	if err != nil {
 		return State{}, fmt.Errorf("read watermark %s: %w", path, err)
@@ -182,17 +190,17 @@ func (s *Store) read(k Key, e *entry) (State, error) {
 		st.Intent = nil
 	}
 	st.Dataset, st.Partition = k.Dataset, k.Partition
-	if e.written != nil && !bytes.Equal(e.written, b) {
-		// An edit may keep the generation number; giving the adopted values a generation
-		// above both makes every caller that decided on the old state fail its
-		// compare-and-set instead of writing over the edit.
+	if e.seen && !bytes.Equal(e.written, b) {
+		// An edit may keep (or lack) the generation number; the adopted values are written
+		// back under a generation above every one seen, so nothing decided earlier can
+		// overwrite them.
 		var prev State
 		_ = json.Unmarshal(e.written, &prev)
-		st.Generation = max(st.Generation, prev.Generation) + 1
+		st.Generation = max(st.Generation, e.gen) + 1
 		s.log.Warn("watermark file changed on disk behind the daemon; honouring it", "sink", k.Instance, "dataset", k.Dataset, "partition", k.Partition, "file", path, "seq", st.Seq, "previous_seq", prev.Seq, "generation", st.Generation)
 		return st, s.write(k, e, st)
 	}
-	e.written = b
+	e.seen, e.written, e.gen = true, b, st.Generation
 	return st, nil
 }
 
@@ -212,7 +220,7 @@ func (s *Store) write(k Key, e *entry, st State) error {
 	if err := fsutil.WriteFileAtomic(path, b, 0o644); err != nil {
 		return fmt.Errorf("write watermark %s: %w", k, err)
 	}
-	e.written = b
+	e.seen, e.written, e.gen = true, b, st.Generation
 	return nil
 }
 

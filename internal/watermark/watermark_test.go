@@ -76,3 +76,43 @@ func TestHandEditIsHonoured(t *testing.T) {
 		t.Fatalf("garbled file: %v", err)
 	}
 }
+
+func TestGenerationsNeverRepeatAcrossFilesAppearingAndVanishing(t *testing.T) {
+	s := Open(t.TempDir(), nil, nil)
+	k := Key{Instance: "fwd", Dataset: "logs", Partition: "source=web"}
+	path, _ := s.Path(k)
+	st, _ := s.Get(k) // missing: generation 0
+	// An operator writes a file for a partition the daemon has not written yet.
+	if err := os.MkdirAll(path[:strings.LastIndex(path, "/")], 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(`{"seq": 6}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Update(k, st.Generation, func(s *State) error { s.Seq = 3; return nil }); !errors.Is(err, ErrStale) {
+		t.Fatalf("update over a file that appeared: %v", err)
+	}
+	st, err := s.Get(k)
+	if err != nil || st.Seq != 6 {
+		t.Fatalf("adopted %+v, %v", st, err)
+	}
+	// The file vanishes and is written again from scratch at generation 1: a writer that
+	// decided on the state before the removal must still lose.
+	before := st.Generation
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	gone, _ := s.Get(k)
+	if gone.Generation <= before {
+		t.Fatalf("generation after removal %d, before %d", gone.Generation, before)
+	}
+	if err := os.WriteFile(path, []byte(`{"seq": 9, "generation": 1}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Update(k, before, func(s *State) error { s.Seq = 1; return nil }); !errors.Is(err, ErrStale) {
+		t.Fatalf("stale writer won after the file was recreated: %v", err)
+	}
+	if st, _ := s.Get(k); st.Seq != 9 {
+		t.Fatalf("seq %d, want the recreated file's 9", st.Seq)
+	}
+}
