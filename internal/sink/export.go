@@ -54,7 +54,8 @@ func (e *errPoison) Error() string { return e.err.Error() }
 func (e *errPoison) Unwrap() error { return e.err }
 
 // errDestination is a failure to reach or write the destination, as opposed to one
-// partition's problem: the rest of the tick would only wait on it again.
+// partition's problem (a unit that cannot be encoded, an object key conflict): the rest of
+// the tick would only wait on it again, so the tick ends there.
 type errDestination struct{ err error }
 
 func (e *errDestination) Error() string { return e.err.Error() }
@@ -327,7 +328,7 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 				s.LastError = msg
 				return nil
 			})
-			res.err = &errDestination{fmt.Errorf("export seqs %d-%d: %w", u.First, u.Last, err)}
+			res.err = fmt.Errorf("export seqs %d-%d: %w", u.First, u.Last, err)
 			return res
 		}
 	}

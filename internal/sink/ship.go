@@ -97,7 +97,7 @@ func (f *forwardShipper) ship(ctx context.Context, p Part, u watermark.Unit, row
 	case errors.Is(err, forward.ErrTooLarge):
 		return 0, fmt.Errorf("%w: %v", errTooLarge, err)
 	}
-	return 0, err
+	return 0, &errDestination{err}
 }
 
 type blobShipper struct {
@@ -128,7 +128,11 @@ func (b *blobShipper) ship(ctx context.Context, p Part, u watermark.Unit, rows *
 		return 0, err
 	}
 	if err := b.dest.Put(ctx, obj, tmp.Name()); err != nil {
-		return 0, fmt.Errorf("put %s to %s: %w", obj.Key, b.dest, err)
+		err = fmt.Errorf("put %s to %s: %w", obj.Key, b.dest, err)
+		if errors.Is(err, blob.ErrConflict) {
+			return 0, err
+		}
+		return 0, &errDestination{err}
 	}
 	return st.Size(), nil
 }
