@@ -11,7 +11,7 @@ MINIO_VERSION := v0.0.0-20260212201848-7aac2a2c5b7c
 MINIO         := $(HOME)/.cache/hyp-tools/bin/minio
 export HYP_MINIO_BIN ?= $(MINIO)
 
-.PHONY: build run test tools fuzz clean
+.PHONY: build run test tools soak fuzz clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/hyp
@@ -31,6 +31,12 @@ $(MINIO):
 	tmp=$$(mktemp -d) && cd $$tmp && \
 	GOBIN=$(dir $(MINIO)) GOFLAGS=-mod=mod $(GO) install github.com/minio/minio@$(MINIO_VERSION); \
 	rc=$$?; rm -rf $$tmp; exit $$rc
+
+# Long runs kept out of `make test`: the exactly-once model with many more cases, and the
+# kill -9 / fault e2e tests repeated.
+soak: tools
+	RAPID_CHECKS=2000 $(GO) test -count=1 -timeout 60m -run 'ExactlyOnceModel|ConcurrentExport' ./internal/sink
+	$(GO) test -count=10 -timeout 60m -run 'KillNine|ForwardThroughFaults|S3ExactlyOnce|SIGTERMDuring|KillNineLoses' ./cmd/hyp
 
 # Longer fuzzing than the seed corpus `make test` runs.
 fuzz:

@@ -1373,3 +1373,56 @@ func TestSinkRunUsageErrors(t *testing.T) {
 	check(runHyp(t, home, time.Minute, "server"), "--listen")
 	check(runHyp(t, home, time.Minute, "server", "--token-file", "/nonexistent"), "--listen")
 }
+
+// TestSIGTERMDuringExportToStalledCentral: a daemon whose export is stuck on a central that
+// accepts connections and never answers still drains promptly on SIGTERM and exits 0; the
+// waiting `hyp sink run` fails; after a restart against a live central every row arrives once.
+func TestSIGTERMDuringExportToStalledCentral(t *testing.T) {
+	t.Parallel()
+	stalled, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	go func() {
+		for {
+			c, err := stalled.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // hold every connection open, answer nothing
+		}
+	}()
+	srvHome, srvListen, tokenFile := newServerHome(t)
+	home, addr := newHome(t)
+	writeDaemonYAML(t, home, addr, "", forwardSinkYAML("central", "http://"+stalled.Addr().String(), tokenFile))
+	d := startHypDaemon(t, home, addr)
+	f := newFeeder(0)
+	f.ingest(t, addr, "logs", "web", 50)
+
+	run := make(chan cliResult, 1)
+	go func() { _, r := sinkRun(t, home, "central", 2*time.Minute); run <- r }()
+	// Let the export reach the stalled central before the signal.
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if b, _ := os.ReadFile(filepath.Join(home, "sinks", "central", "watermarks", "logs", "source=web.json")); strings.Contains(string(b), `"intent"`) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	start := time.Now()
+	d.stop(t) // SIGTERM, expects exit 0
+	if el := time.Since(start); el > 20*time.Second {
+		t.Errorf("drain took %v with an export in flight", el)
+	}
+	if r := <-run; r.code == 0 {
+		t.Errorf("sink run succeeded against a stalled central: %s", r)
+	}
+
+	startHypServer(t, srvHome, srvListen, tokenFile)
+	writeDaemonYAML(t, home, addr, "", forwardSinkYAML("central", "http://"+srvListen, tokenFile))
+	startHypDaemon(t, home, addr)
+	f.ingest(t, addr, "logs", "web", 20)
+	requireRun(t, home, "central", 70)
+	checkServer(t, "after drain and restart", srvHome, f.want)
+}

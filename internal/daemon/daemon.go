@@ -127,12 +127,13 @@ func serve(ctx context.Context, dir string, cfg *config.Config, listen string, l
 		n.Close(ctx)
 		return err
 	}
+	loopCtx, stopLoops := context.WithCancel(context.Background())
 	ingestSrv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	ctlSrv := &http.Server{Handler: control.Handler(n, ih), ReadHeaderTimeout: 10 * time.Second}
+	// Control requests (a `hyp sink run` waiting on an export) end with the loops at drain.
+	ctlSrv := &http.Server{Handler: control.Handler(n, ih), ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return loopCtx }}
 	go ingestSrv.Serve(ln)
 	go ctlSrv.Serve(sock)
 
-	loopCtx, stopLoops := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	loop := func(name string, every time.Duration, poll time.Duration, due func() bool, fn func(context.Context) error) {
 		wg.Add(1)
@@ -186,8 +187,8 @@ func serve(ctx context.Context, dir string, cfg *config.Config, listen string, l
 	shutCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_ = ingestSrv.Shutdown(shutCtx)
-	_ = ctlSrv.Shutdown(shutCtx)
 	stopLoops()
+	_ = ctlSrv.Shutdown(shutCtx)
 	wg.Wait()
 	err = n.Close(shutCtx)
 	_ = os.Remove(home.Socket(dir))
