@@ -39,9 +39,25 @@ soak: tools
 	$(GO) test -count=10 -timeout 60m -run 'KillNine|ForwardThroughFaults|S3ExactlyOnce|SIGTERMDuring|KillNineLoses' ./cmd/hyp
 
 # Longer fuzzing than the seed corpus `make test` runs.
+FUZZTIME ?= 60s
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzObject -fuzztime 60s ./internal/jsonrow
-	$(GO) test -run '^$$' -fuzz FuzzDecodeLogs -fuzztime 60s ./internal/otlp
+	$(GO) test -run '^$$' -fuzz '^FuzzKey$$' -fuzztime $(FUZZTIME) ./internal/blob
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/config
+	$(GO) test -run '^$$' -fuzz '^FuzzParseDuration$$' -fuzztime $(FUZZTIME) ./internal/config
+	$(GO) test -run '^$$' -fuzz '^FuzzParseSchedule$$' -fuzztime $(FUZZTIME) ./internal/config
+	$(GO) test -run '^$$' -fuzz '^FuzzParseAck$$' -fuzztime $(FUZZTIME) ./internal/forward
+	$(GO) test -run '^$$' -fuzz '^FuzzParseRetryAfter$$' -fuzztime $(FUZZTIME) ./internal/forward
+	$(GO) test -run '^$$' -fuzz '^FuzzIngestHandler$$' -fuzztime $(FUZZTIME) ./internal/ingest
+	$(GO) test -run '^$$' -fuzz '^FuzzLines$$' -fuzztime $(FUZZTIME) ./internal/jsonrow
+	$(GO) test -run '^$$' -fuzz '^FuzzObject$$' -fuzztime $(FUZZTIME) ./internal/jsonrow
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeLogs$$' -fuzztime $(FUZZTIME) ./internal/otlp
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeMetrics$$' -fuzztime $(FUZZTIME) ./internal/otlp
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeTraces$$' -fuzztime $(FUZZTIME) ./internal/otlp
+	$(GO) test -run '^$$' -fuzz '^FuzzSegment$$' -fuzztime $(FUZZTIME) ./internal/partition
+	$(GO) test -run '^$$' -fuzz '^FuzzAppendString$$' -fuzztime $(FUZZTIME) ./internal/rowjson
+	$(GO) test -run '^$$' -fuzz '^FuzzParseForward$$' -fuzztime $(FUZZTIME) ./internal/server
+	$(GO) test -run '^$$' -fuzz '^FuzzParseRows$$' -fuzztime $(FUZZTIME) ./internal/server
+	$(GO) test -run '^$$' -fuzz '^FuzzReadBody$$' -fuzztime $(FUZZTIME) ./internal/server
 
 clean:
 	rm -rf bin
