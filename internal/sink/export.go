@@ -279,7 +279,9 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 			}
 			res.rows += rows.rows
 			res.bytes += n
-			res.units++
+			if rows.rows > 0 {
+				res.units++
+			}
 			x.metrics.exported.WithLabelValues(x.name, p.Dataset).Add(float64(rows.rows))
 			continue
 		}
