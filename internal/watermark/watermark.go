@@ -20,8 +20,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -259,49 +257,4 @@ func (s *Store) Update(k Key, gen int64, fn func(*State) error) (State, error) {
 		return cur, err
 	}
 	return next, nil
-}
-
-// List returns the keys with a watermark file for instance, in dataset then partition order.
-func (s *Store) List(instance string) ([]Key, error) {
-	base := filepath.Join(s.root, instance, "watermarks")
-	dsets, err := os.ReadDir(base)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var out []Key
-	for _, d := range dsets {
-		if !d.IsDir() {
-			continue
-		}
-		files, err := os.ReadDir(filepath.Join(base, d.Name()))
-		if err != nil {
-			return nil, err
-		}
-		for _, f := range files {
-			name, ok := strings.CutSuffix(f.Name(), ".json")
-			if !ok || f.IsDir() || strings.HasPrefix(name, ".") {
-				continue
-			}
-			b, err := os.ReadFile(filepath.Join(base, d.Name(), f.Name()))
-			if err != nil {
-				return nil, err
-			}
-			// The file names its partition; the segment alone is not reversible when hashed.
-			var st State
-			if json.Unmarshal(b, &st) != nil || st.Partition == "" {
-				continue
-			}
-			out = append(out, Key{Instance: instance, Dataset: d.Name(), Partition: st.Partition})
-		}
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Dataset != out[j].Dataset {
-			return out[i].Dataset < out[j].Dataset
-		}
-		return out[i].Partition < out[j].Partition
-	})
-	return out, nil
 }
