@@ -136,28 +136,3 @@ func Segment(source string) string {
 	}
 	return b.String()
 }
-
-// SourceFromSegment reverses Segment for escaped (not hashed) segments.
-func SourceFromSegment(seg string) (string, bool) {
-	rest, ok := strings.CutPrefix(seg, "source=")
-	if !ok {
-		return "", false
-	}
-	out := make([]byte, 0, len(rest))
-	for i := 0; i < len(rest); i++ {
-		if rest[i] != '~' {
-			out = append(out, rest[i])
-			continue
-		}
-		if i+2 >= len(rest) {
-			return "", false
-		}
-		v, err := hex.DecodeString(rest[i+1 : i+3])
-		if err != nil {
-			return "", false
-		}
-		out = append(out, v[0])
-		i += 2
-	}
-	return string(out), true
-}

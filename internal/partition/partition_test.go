@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"encoding/hex"
 	"strings"
 	"testing"
 )
@@ -17,9 +18,9 @@ func TestSegmentRoundTrip(t *testing.T) {
 			t.Fatalf("%q and %q share segment %q", prev, s, seg)
 		}
 		seen[seg] = s
-		got, ok := SourceFromSegment(seg)
+		got, ok := sourceFromSegment(seg)
 		if !ok || got != s {
-			t.Fatalf("SourceFromSegment(%q) = %q, %v; want %q", seg, got, ok, s)
+			t.Fatalf("sourceFromSegment(%q) = %q, %v; want %q", seg, got, ok, s)
 		}
 	}
 }
@@ -56,7 +57,7 @@ func FuzzSegment(f *testing.F) {
 		if strings.HasPrefix(seg, "source~h") {
 			return
 		}
-		got, ok := SourceFromSegment(seg)
+		got, ok := sourceFromSegment(seg)
 		if !ok || got != s {
 			t.Fatalf("round trip %q -> %q -> %q", s, seg, got)
 		}
@@ -93,4 +94,31 @@ func TestParse(t *testing.T) {
 			t.Errorf("GatewayName(%q, %q) = %q", tc.gw, tc.src, GatewayName(tc.gw, tc.src))
 		}
 	}
+}
+
+// sourceFromSegment reverses Segment for escaped (not hashed) segments; it proves the
+// escaping reversible (SPEC 2), which the cache itself never needs: partition.json records
+// the raw name.
+func sourceFromSegment(seg string) (string, bool) {
+	rest, ok := strings.CutPrefix(seg, "source=")
+	if !ok {
+		return "", false
+	}
+	out := make([]byte, 0, len(rest))
+	for i := 0; i < len(rest); i++ {
+		if rest[i] != '~' {
+			out = append(out, rest[i])
+			continue
+		}
+		if i+2 >= len(rest) {
+			return "", false
+		}
+		v, err := hex.DecodeString(rest[i+1 : i+3])
+		if err != nil {
+			return "", false
+		}
+		out = append(out, v[0])
+		i += 2
+	}
+	return string(out), true
 }
