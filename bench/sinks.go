@@ -142,6 +142,23 @@ func tickBench(n int) error {
 	}
 	el := time.Since(start) / ticks
 	fmt.Printf("tick: no new rows on a %d-row partition: %s per tick, %d bytes sent, data files opened %d\n", st.Rows, el.Round(time.Microsecond), 0, counting.files)
+
+	// The daemon's compaction of that partition after ten small flushes: only the small
+	// files are rewritten; the settled ones are hard-linked.
+	for i := 0; i < 10; i++ {
+		if _, err := c.Ingest("logs", "big", body(n+i*1000, 1000)); err != nil {
+			return err
+		}
+		if err := c.Flush(ctx); err != nil {
+			return err
+		}
+	}
+	start = time.Now()
+	res, err := c.Compact(ctx, false, nil)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("compact: %d-row partition with 10 new small files: %s, files %d -> %d\n", res[0].Rows, time.Since(start).Round(time.Millisecond), res[0].FilesBefore, res[0].FilesAfter)
 	return nil
 }
 

@@ -64,6 +64,8 @@ type Cache struct {
 	cat    *hadoop.Catalog
 	wal    *wal.Log
 	tables *tableSet
+	// settledRows is the file size compaction leaves alone (defaultSettledRows; tests lower it).
+	settledRows int64
 
 	mu       sync.Mutex // orders seq allocation with log appends
 	nextSeq  int64
@@ -171,7 +173,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cache{dir: dir, log: opts.Logger, now: opts.Now, lock: lk}
+	c := &Cache{dir: dir, log: opts.Logger, now: opts.Now, lock: lk, settledRows: defaultSettledRows}
 	if err := c.open(ctx); err != nil {
 		if c.wal != nil {
 			_ = c.wal.Close()

@@ -3,19 +3,28 @@ package cache
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/hyp-project/hyp/internal/fsutil"
 )
 
 const (
-	// compactFiles: a partition with more live data files than this is due for compaction.
+	// compactFiles: a partition with more small data files than this is due for compaction.
 	compactFiles = 8
 	// compactSnapshots: metadata grows with every commit; a new generation starts it afresh.
 	compactSnapshots = 200
+	// defaultSettledRows: a file this large is never rewritten again. Compaction hard-links it into
+	// the new generation and rewrites only runs of adjacent smaller files, so its cost is
+	// bounded by the small files (at most about settledRows rows per run), not by how many
+	// rows the partition holds.
+	defaultSettledRows = 1 << 20
 )
 
 // CompactResult reports one partition's compaction.
@@ -29,9 +38,9 @@ type CompactResult struct {
 	Skipped     string // why nothing was done, if so
 }
 
-// Compact rewrites due partitions (all matching ones when force) into a new generation:
-// one sorted run of files, internal columns copied verbatim, a fresh table with one
-// snapshot. match selects partitions by dataset and partition name; nil matches all.
+// Compact moves due partitions (all matching ones when force) into a new generation: a
+// fresh table with few snapshots whose files are the old settled files, hard-linked, and
+// runs of small files merged, in seq order, internal columns copied verbatim. match selects partitions by dataset and partition name; nil matches all.
 func (c *Cache) Compact(ctx context.Context, force bool, match func(dataset, partition string) bool) ([]CompactResult, error) {
 	var out []CompactResult
 	for _, p := range c.tables.partitions() {
@@ -47,9 +56,34 @@ func (c *Cache) Compact(ctx context.Context, force bool, match func(dataset, par
 	return out, nil
 }
 
-func (p *Partition) compactionDue() bool {
+func (p *Partition) compactionDue(settledRows int64) bool {
 	g := p.gen
-	return len(g.files) > compactFiles || len(g.tbl.Metadata().Snapshots()) > compactSnapshots
+	small := 0
+	for _, f := range g.files {
+		if f.Rows < settledRows {
+			small++
+		}
+	}
+	return small > compactFiles || len(g.tbl.Metadata().Snapshots()) > compactSnapshots
+}
+
+// compactionPlan splits a generation's files (in seq order) into groups that stay in seq
+// order: a settled file or a lone small file alone (kept as it is), and each run of two or
+// more adjacent small files (merged into one). Merging only adjacent files keeps files
+// disjoint in seq, which scans rely on.
+func compactionPlan(files []FileInfo, settledRows int64) [][]FileInfo {
+	var out [][]FileInfo
+	for i := 0; i < len(files); {
+		j := i + 1
+		if files[i].Rows < settledRows {
+			for j < len(files) && files[j].Rows < settledRows {
+				j++
+			}
+		}
+		out = append(out, files[i:j])
+		i = j
+	}
+	return out
 }
 
 // compactPartition holds the partition lock for the whole rewrite, so no flush can commit
@@ -64,7 +98,7 @@ func (c *Cache) compactPartition(ctx context.Context, p *Partition, force bool) 
 	}
 	old := p.gen
 	res.From, res.FilesBefore = old.name, len(old.files)
-	if !force && !p.compactionDue() {
+	if !force && !p.compactionDue(c.settledRows) {
 		res.Skipped = "not due"
 		return res, nil
 	}
@@ -79,20 +113,7 @@ func (c *Cache) compactPartition(ctx context.Context, p *Partition, force bool) 
 		return res, err
 	}
 	if len(old.files) > 0 {
-		sc, err := table.SchemaToArrowSchema(g.tbl.Schema(), nil, true, false)
-		if err != nil {
-			return abandon(err)
-		}
-		rdr := newScanReader(ctx, old, sc)
-		tx := g.tbl.NewTransaction()
-		err = tx.SetProperties(iceberg.Properties{propMaxSeq: strconv.FormatInt(old.maxSeq, 10)})
-		if err == nil {
-			err = tx.Append(ctx, rdr, nil)
-		}
-		rdr.Release()
-		if err == nil {
-			err = rdr.Err()
-		}
+		tx, err := g.fill(ctx, old, c.settledRows)
 		if err != nil {
 			return abandon(fmt.Errorf("compact %s/%s: %w", p.Dataset, p.Name(), err))
 		}
@@ -118,6 +139,61 @@ func (c *Cache) compactPartition(ctx context.Context, p *Partition, force bool) 
 	return res, nil
 }
 
+// fill stages, in one transaction on the new generation g, every row of old: files kept
+// as they are are hard-linked into g's data directory (the old generation's directory is
+// removed later without touching them), runs of small files are rewritten into one file
+// each, in seq order.
+func (g *generation) fill(ctx context.Context, old *generation, settledRows int64) (*table.Transaction, error) {
+	sc, err := table.SchemaToArrowSchema(g.tbl.Schema(), nil, true, false)
+	if err != nil {
+		return nil, err
+	}
+	tx := g.tbl.NewTransaction()
+	if err := tx.SetProperties(iceberg.Properties{propMaxSeq: strconv.FormatInt(old.maxSeq, 10)}); err != nil {
+		return nil, err
+	}
+	dataDir := filepath.Join(g.dir, "data")
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return nil, err
+	}
+	var linked []string
+	flushLinked := func() error {
+		if len(linked) == 0 {
+			return nil
+		}
+		err := tx.AddFiles(ctx, linked, nil, false)
+		linked = nil
+		return err
+	}
+	for _, group := range compactionPlan(old.files, settledRows) {
+		if len(group) == 1 {
+			dst := filepath.Join(dataDir, filepath.Base(group[0].Path))
+			if err := os.Link(group[0].Path, dst); err != nil {
+				return nil, fmt.Errorf("link %s into the new generation: %w", group[0].Path, err)
+			}
+			linked = append(linked, fileURI(dst))
+			continue
+		}
+		// Files are registered in seq order, so links gathered so far go in first.
+		if err := flushLinked(); err != nil {
+			return nil, err
+		}
+		rdr := newScanReader(ctx, group, old.tbl.Schema(), sc)
+		err := tx.Append(ctx, rdr, nil)
+		rdr.Release()
+		if err == nil {
+			err = rdr.Err()
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if err := flushLinked(); err != nil {
+		return nil, err
+	}
+	return tx, fsutil.SyncDir(dataDir)
+}
+
 func (g *generation) rows() int64 {
 	var n int64
 	for _, f := range g.files {
@@ -138,14 +214,14 @@ type scanReader struct {
 	refs   int64
 }
 
-func newScanReader(ctx context.Context, g *generation, sc *arrow.Schema) *scanReader {
+func newScanReader(ctx context.Context, files []FileInfo, schema *iceberg.Schema, sc *arrow.Schema) *scanReader {
 	ctx, cancel := context.WithCancel(ctx)
 	r := &scanReader{schema: sc, ch: make(chan arrow.RecordBatch, 2), errc: make(chan error, 1), cancel: cancel, refs: 1}
-	plain, _ := table.SchemaToArrowSchema(g.tbl.Schema(), nil, false, false)
+	plain, _ := table.SchemaToArrowSchema(schema, nil, false, false)
 	go func() {
 		defer close(r.ch)
 		var st ScanStats
-		for _, f := range g.files {
+		for _, f := range files {
 			err := scanFile(ctx, f.Path, plain, 0, 1<<62, &st, func(rec arrow.RecordBatch) error {
 				// Re-badge the batch with the field-id schema the writer expects.
 				out := array.NewRecordBatch(sc, rec.Columns(), rec.NumRows())
