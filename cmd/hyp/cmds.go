@@ -101,18 +101,23 @@ func ingestCmd(g *globals) *cobra.Command {
 				return usageError{ie}
 			}
 			var inputs []io.Reader
+			var size int64
 			for _, f := range a[1:] {
 				fh, err := os.Open(f)
 				if err != nil {
 					return usagef("%v", err)
 				}
 				defer fh.Close()
+				if st, err := fh.Stat(); err == nil {
+					size += st.Size()
+				}
 				inputs = append(inputs, fh)
 			}
 			if len(inputs) == 0 {
 				inputs = []io.Reader{os.Stdin}
 			}
 			var total cache.Result
+			bar := newProgress(cmd.Context(), "ingest "+dataset, size)
 			err = withAPI(cmd.Context(), dir, func(api control.API) error {
 				r := bufio.NewReaderSize(io.MultiReader(inputs...), 1<<20)
 				var buf bytes.Buffer
@@ -121,6 +126,7 @@ func ingestCmd(g *globals) *cobra.Command {
 						return nil
 					}
 					res, err := api.Ingest(cmd.Context(), dataset, source, buf.Bytes())
+					bar.add(buf.Len())
 					buf.Reset()
 					if err != nil {
 						if ie, ok := err.(*cache.InputError); ok && ie.Line > 0 {
@@ -133,9 +139,6 @@ func ingestCmd(g *globals) *cobra.Command {
 					}
 					total.Accepted += res.Accepted
 					total.LastSeq = max(total.LastSeq, res.LastSeq)
-					if isTerminal(os.Stderr) {
-						fmt.Fprintf(os.Stderr, "\ringested %d rows", total.Accepted)
-					}
 					return nil
 				}
 				for {
@@ -160,9 +163,7 @@ func ingestCmd(g *globals) *cobra.Command {
 				}
 				return send()
 			})
-			if isTerminal(os.Stderr) && total.Accepted > 0 {
-				fmt.Fprintln(os.Stderr)
-			}
+			bar.done()
 			if err != nil {
 				return err
 			}
