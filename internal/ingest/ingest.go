@@ -14,6 +14,7 @@ package ingest
 import (
 	"errors"
 	"fmt"
+	"github.com/hyp-project/hyp/internal/httpbody"
 	"log/slog"
 	"mime"
 	"net/http"
@@ -98,7 +99,7 @@ type handler struct {
 	scrape   http.Handler // nil when there is no Gatherer
 	otlp     [numEndpoints]otlpRoute
 	metrics  *metrics
-	tooLarge *replyError // shared by every oversized request; never modified
+	tooLarge *httpbody.Error // shared by every oversized request; never modified
 }
 
 // NewHandler returns the ingest listener's handler. It fails when an option is missing or
@@ -118,9 +119,9 @@ func NewHandler(store Store, opts Options) (http.Handler, error) {
 		maxBody: opts.MaxBodyBytes,
 		ready:   opts.Ready,
 		log:     opts.Logger,
-		tooLarge: &replyError{
-			status: http.StatusRequestEntityTooLarge, kind: "body_too_large",
-			msg: fmt.Sprintf("the body exceeds %d bytes (after decompression, if compressed)", opts.MaxBodyBytes),
+		tooLarge: &httpbody.Error{
+			Status: http.StatusRequestEntityTooLarge, Kind: "body_too_large",
+			Msg: fmt.Sprintf("the body exceeds %d bytes (after decompression, if compressed)", opts.MaxBodyBytes),
 		},
 	}
 	if h.log == nil {
@@ -192,7 +193,7 @@ func (h *handler) route(w http.ResponseWriter, r *http.Request) (endpoint, int) 
 			return epMetrics, h.serveMetrics(w, r)
 		}
 	}
-	return epUnknown, writeError(w, &replyError{status: http.StatusNotFound, kind: "not_found", msg: "no such endpoint: " + path})
+	return epUnknown, httpbody.WriteError(w, &httpbody.Error{Status: http.StatusNotFound, Kind: "not_found", Msg: "no such endpoint: " + path})
 }
 
 // ingest serves POST /v1/ingest/{dataset}. An empty body (or one with only blank lines)
@@ -206,14 +207,14 @@ func (h *handler) ingest(w http.ResponseWriter, r *http.Request, dataset string)
 	// The store checks the name too, but checking first avoids reading the body of a
 	// request that is bound to fail.
 	if ie := cache.CheckDataset(dataset); ie != nil {
-		return h.reject(w, dataset, &replyError{status: http.StatusBadRequest, kind: ie.Kind, msg: ie.Msg})
+		return h.reject(w, dataset, &httpbody.Error{Status: http.StatusBadRequest, Kind: ie.Kind, Msg: ie.Msg})
 	}
-	buf, rerr := h.readBody(r)
+	buf, rerr := httpbody.Read(r, h.maxBody, h.tooLarge)
 	if rerr != nil {
 		return h.reject(w, dataset, rerr)
 	}
 	res, err := h.store.Ingest(dataset, r.URL.Query().Get("source"), buf.Bytes())
-	putBuffer(buf)
+	httpbody.Release(buf)
 	if err != nil {
 		return h.reject(w, dataset, h.storeError(dataset, err))
 	}
@@ -247,19 +248,19 @@ func (h *handler) otlpExport(w http.ResponseWriter, r *http.Request, ep endpoint
 	if r.Method != http.MethodPost {
 		return h.reject(w, dataset, methodNotAllowed(w, http.MethodPost))
 	}
-	buf, rerr := h.readBody(r)
+	buf, rerr := httpbody.Read(r, h.maxBody, h.tooLarge)
 	if rerr != nil {
 		return h.reject(w, dataset, rerr)
 	}
 	contentType := r.Header.Get("Content-Type")
 	rows, err := otlp.Decode(route.signal, contentType, buf.Bytes())
 	// Decoded rows copy what they need, so the buffer can go back before the store call.
-	putBuffer(buf)
+	httpbody.Release(buf)
 	if errors.Is(err, otlp.ErrUnsupportedMediaType) {
-		return h.reject(w, dataset, &replyError{status: http.StatusUnsupportedMediaType, kind: "unsupported_media_type", msg: err.Error()})
+		return h.reject(w, dataset, &httpbody.Error{Status: http.StatusUnsupportedMediaType, Kind: "unsupported_media_type", Msg: err.Error()})
 	}
 	if err != nil {
-		return h.reject(w, dataset, &replyError{status: http.StatusBadRequest, kind: "bad_otlp", msg: err.Error()})
+		return h.reject(w, dataset, &httpbody.Error{Status: http.StatusBadRequest, Kind: "bad_otlp", Msg: err.Error()})
 	}
 	crows := make([]cache.Row, len(rows))
 	for i, row := range rows {
@@ -286,10 +287,10 @@ func (h *handler) otlpExport(w http.ResponseWriter, r *http.Request, ep endpoint
 
 func (h *handler) healthz(w http.ResponseWriter, r *http.Request) int {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		return writeError(w, methodNotAllowed(w, "GET, HEAD"))
+		return httpbody.WriteError(w, methodNotAllowed(w, "GET, HEAD"))
 	}
 	if h.ready != nil && !h.ready() {
-		return writeError(w, &replyError{status: http.StatusServiceUnavailable, kind: "not_ready", msg: "the daemon is not ready"})
+		return httpbody.WriteError(w, &httpbody.Error{Status: http.StatusServiceUnavailable, Kind: "not_ready", Msg: "the daemon is not ready"})
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
@@ -299,7 +300,7 @@ func (h *handler) healthz(w http.ResponseWriter, r *http.Request) int {
 
 func (h *handler) serveMetrics(w http.ResponseWriter, r *http.Request) int {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		return writeError(w, methodNotAllowed(w, "GET, HEAD"))
+		return httpbody.WriteError(w, methodNotAllowed(w, "GET, HEAD"))
 	}
 	sw := statusWriter{ResponseWriter: w, status: http.StatusOK}
 	h.scrape.ServeHTTP(&sw, r)
@@ -319,26 +320,26 @@ func (s *statusWriter) WriteHeader(code int) {
 
 // storeError maps a store failure to a reply. Input errors are the client's; anything else
 // is ours, so it is logged (with no body content, which may be sensitive).
-func (h *handler) storeError(dataset string, err error) *replyError {
+func (h *handler) storeError(dataset string, err error) *httpbody.Error {
 	var ie *cache.InputError
 	if errors.As(err, &ie) {
-		return &replyError{status: http.StatusBadRequest, kind: ie.Kind, line: ie.Line, msg: ie.Msg}
+		return &httpbody.Error{Status: http.StatusBadRequest, Kind: ie.Kind, Line: ie.Line, Msg: ie.Msg}
 	}
 	h.log.Error("ingest: store failed", "dataset", dataset, "err", err)
-	return &replyError{status: http.StatusInternalServerError, kind: "storage_error", msg: err.Error()}
+	return &httpbody.Error{Status: http.StatusInternalServerError, Kind: "storage_error", Msg: err.Error()}
 }
 
 // reject counts a rejected ingest or OTLP request and writes its reply. A dataset name that
 // is not valid is counted as "" so garbage names cannot grow the label set.
-func (h *handler) reject(w http.ResponseWriter, dataset string, e *replyError) int {
+func (h *handler) reject(w http.ResponseWriter, dataset string, e *httpbody.Error) int {
 	if !cache.ValidDataset(dataset) {
 		dataset = ""
 	}
-	h.metrics.rejected.WithLabelValues(dataset, e.kind).Inc()
-	return writeError(w, e)
+	h.metrics.rejected.WithLabelValues(dataset, e.Kind).Inc()
+	return httpbody.WriteError(w, e)
 }
 
-func methodNotAllowed(w http.ResponseWriter, allow string) *replyError {
+func methodNotAllowed(w http.ResponseWriter, allow string) *httpbody.Error {
 	w.Header().Set("Allow", allow)
-	return &replyError{status: http.StatusMethodNotAllowed, kind: "method_not_allowed", msg: "allowed methods: " + allow}
+	return &httpbody.Error{Status: http.StatusMethodNotAllowed, Kind: "method_not_allowed", Msg: "allowed methods: " + allow}
 }

@@ -40,7 +40,7 @@ func TestRecoverAfterCrashBetweenAppendAndRecord(t *testing.T) {
 	// ledger Record never happens.
 	ch, rerr := parseRows(rows(seqRange(6, 10)...), 6, 10)
 	if rerr != nil {
-		t.Fatal(rerr.msg)
+		t.Fatal(rerr.Msg)
 	}
 	name := partition.GatewayName(testGateway, testSource)
 	res, err := e.cache.IngestPartition("logs", name, ch.out)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/hyp-project/hyp/internal/httpbody"
 	"net/http"
 	"strconv"
 	"strings"
@@ -37,7 +38,7 @@ type forward struct {
 
 // parseForward validates the forward headers. On error the fields parsed so far are set,
 // for the log line.
-func parseForward(h http.Header) (forward, *replyError) {
+func parseForward(h http.Header) (forward, *httpbody.Error) {
 	var fw forward
 	var err error
 	if fw.gateway, err = single(h, headerGateway); err == nil {
@@ -71,8 +72,8 @@ func parseForward(h http.Header) (forward, *replyError) {
 	return fw, nil
 }
 
-func badHeader(name string, err error) *replyError {
-	return &replyError{status: http.StatusBadRequest, kind: "bad_header", msg: name + ": " + err.Error()}
+func badHeader(name string, err error) *httpbody.Error {
+	return &httpbody.Error{Status: http.StatusBadRequest, Kind: "bad_header", Msg: name + ": " + err.Error()}
 }
 
 // single returns a header that must be present exactly once: two values would leave it
@@ -155,7 +156,7 @@ var reservedPrefix = []byte("_hyp_")
 // `"_hyp_origin_seq":<seq>` is appended. Each line must be a JSON object with an integer
 // `_hyp_ingest_seq` in [first, last], strictly increasing from line to line; any other
 // `_hyp_` field is refused, so a row can never forge the origin seq the ledger trusts.
-func parseRows(body []byte, first, last int64) (*chunk, *replyError) {
+func parseRows(body []byte, first, last int64) (*chunk, *httpbody.Error) {
 	c := &chunk{out: make([]byte, 0, len(body)+len(body)/4)}
 	var sc jsonrow.Scanner
 	prev := int64(-1)
@@ -225,7 +226,7 @@ func parseRows(body []byte, first, last int64) (*chunk, *replyError) {
 	if err != nil {
 		// Lines returns only the callback's errors, and those are all numbered rowErrs.
 		re := atLine(0, err)
-		return nil, &replyError{status: http.StatusBadRequest, kind: re.kind, line: re.line, msg: re.msg}
+		return nil, &httpbody.Error{Status: http.StatusBadRequest, Kind: re.kind, Line: re.line, Msg: re.msg}
 	}
 	return c, nil
 }

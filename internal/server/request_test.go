@@ -24,7 +24,7 @@ func TestParseRowsRewrites(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c, rerr := parseRows([]byte(tc.in+"\n"), 5, 5)
 			if rerr != nil {
-				t.Fatalf("%s: %s", rerr.kind, rerr.msg)
+				t.Fatalf("%s: %s", rerr.Kind, rerr.Msg)
 			}
 			if got := string(c.out); got != tc.want+"\n" {
 				t.Fatalf("got  %s\nwant %s", got, tc.want)
@@ -36,7 +36,7 @@ func TestParseRowsRewrites(t *testing.T) {
 func TestChunkWithout(t *testing.T) {
 	c, rerr := parseRows(rows(1, 2, 3, 4), 1, 4)
 	if rerr != nil {
-		t.Fatal(rerr.msg)
+		t.Fatal(rerr.Msg)
 	}
 	tests := []struct {
 		held  []bool

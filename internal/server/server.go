@@ -35,6 +35,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/hyp-project/hyp/internal/httpbody"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -138,9 +139,9 @@ func (h *handler) route(w http.ResponseWriter, r *http.Request) int {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			return h.reject(w, methodNotAllowed(w, "GET, HEAD"))
 		}
-		return writeJSON(w, http.StatusOK, []byte("{\"status\":\"ok\"}\n"))
+		return httpbody.WriteJSON(w, http.StatusOK, []byte("{\"status\":\"ok\"}\n"))
 	}
-	return h.reject(w, &replyError{status: http.StatusNotFound, kind: "not_found", msg: "no such endpoint: " + r.URL.Path})
+	return h.reject(w, &httpbody.Error{Status: http.StatusNotFound, Kind: "not_found", Msg: "no such endpoint: " + r.URL.Path})
 }
 
 // ingest serves one forwarded chunk. The checks run in the order that lets each refuse a
@@ -152,16 +153,18 @@ func (h *handler) ingest(w http.ResponseWriter, r *http.Request, dataset string)
 	}
 	if !h.authorized(r.Header) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="hyp"`)
-		return h.reject(w, &replyError{status: http.StatusUnauthorized, kind: "unauthorized", msg: "missing or unknown bearer token"})
+		return h.reject(w, &httpbody.Error{Status: http.StatusUnauthorized, Kind: "unauthorized", Msg: "missing or unknown bearer token"})
 	}
-	body, rerr := readBody(r, h.maxBody)
+	buf, rerr := httpbody.Read(r, h.maxBody, tooLarge)
 	if rerr != nil {
 		return h.reject(w, rerr)
 	}
+	defer httpbody.Release(buf)
+	body := buf.Bytes()
 	if h.limit != nil {
 		if wait := h.limit.take(countRows(body)); wait > 0 {
 			w.Header().Set("Retry-After", strconv.FormatInt(retryAfterSeconds(wait), 10))
-			return h.reject(w, &replyError{status: http.StatusTooManyRequests, kind: "rate_limited", msg: "the server is over its row rate limit; retry later"})
+			return h.reject(w, &httpbody.Error{Status: http.StatusTooManyRequests, Kind: "rate_limited", Msg: "the server is over its row rate limit; retry later"})
 		}
 	}
 	fw, rerr := parseForward(r.Header)
@@ -169,7 +172,7 @@ func (h *handler) ingest(w http.ResponseWriter, r *http.Request, dataset string)
 		return h.poison(w, dataset, fw, rerr)
 	}
 	if ie := cache.CheckDataset(dataset); ie != nil {
-		return h.poison(w, "", fw, &replyError{status: http.StatusBadRequest, kind: ie.Kind, msg: ie.Msg})
+		return h.poison(w, "", fw, &httpbody.Error{Status: http.StatusBadRequest, Kind: ie.Kind, Msg: ie.Msg})
 	}
 	ch, rerr := parseRows(body, fw.first, fw.last)
 	if rerr != nil {
@@ -204,7 +207,7 @@ func (h *handler) commit(ctx context.Context, w http.ResponseWriter, dataset str
 		res, err := h.store.IngestPartition(dataset, name, fresh)
 		var ie *cache.InputError
 		if errors.As(err, &ie) {
-			return h.poison(w, dataset, fw, &replyError{status: http.StatusBadRequest, kind: ie.Kind, line: ie.Line, msg: ie.Msg})
+			return h.poison(w, dataset, fw, &httpbody.Error{Status: http.StatusBadRequest, Kind: ie.Kind, Line: ie.Line, Msg: ie.Msg})
 		}
 		if err != nil {
 			// The rows may be in the cache's log even though the append failed.
@@ -227,7 +230,7 @@ func (h *handler) commit(ctx context.Context, w http.ResponseWriter, dataset str
 	b = append(b, `,"duplicates":`...)
 	b = strconv.AppendInt(b, int64(duplicates), 10)
 	b = append(b, "}\n"...)
-	return writeJSON(w, http.StatusOK, b)
+	return httpbody.WriteJSON(w, http.StatusOK, b)
 }
 
 // repair brings one key's ledger up to date with what the cache holds for it, after a
@@ -246,9 +249,9 @@ func (h *handler) repair(ctx context.Context, key ledger.Key, name string) error
 
 // poison rejects a chunk the sender must quarantine rather than retry. It is logged because
 // it means a gateway's rows will not arrive.
-func (h *handler) poison(w http.ResponseWriter, dataset string, fw forward, e *replyError) int {
+func (h *handler) poison(w http.ResponseWriter, dataset string, fw forward, e *httpbody.Error) int {
 	h.log.Warn("server: rejected a forwarded chunk", "dataset", dataset, "gateway", fw.gateway,
-		"batch", fw.batchID, "error", e.kind, "line", e.line, "message", e.msg)
+		"batch", fw.batchID, "error", e.Kind, "line", e.Line, "message", e.Msg)
 	return h.reject(w, e)
 }
 
@@ -257,15 +260,19 @@ func (h *handler) poison(w http.ResponseWriter, dataset string, fw forward, e *r
 func (h *handler) unavailable(w http.ResponseWriter, fw forward, err error) int {
 	h.log.Error("server: chunk not stored", "gateway", fw.gateway, "source", fw.source, "batch", fw.batchID, "err", err)
 	w.Header().Set("Retry-After", "1")
-	return h.reject(w, &replyError{status: http.StatusServiceUnavailable, kind: "unavailable", msg: "the server could not store the chunk; retry"})
+	return h.reject(w, &httpbody.Error{Status: http.StatusServiceUnavailable, Kind: "unavailable", Msg: "the server could not store the chunk; retry"})
 }
 
-func (h *handler) reject(w http.ResponseWriter, e *replyError) int {
-	h.metrics.rejected.WithLabelValues(e.kind).Inc()
-	return writeError(w, e)
+func (h *handler) reject(w http.ResponseWriter, e *httpbody.Error) int {
+	h.metrics.rejected.WithLabelValues(e.Kind).Inc()
+	return httpbody.WriteError(w, e)
 }
 
-func methodNotAllowed(w http.ResponseWriter, allow string) *replyError {
+// tooLarge is the reply to every oversized body; it is never modified.
+var tooLarge = &httpbody.Error{Status: http.StatusRequestEntityTooLarge, Kind: "too_large",
+	Msg: "the body exceeds the server's limit (after decompression, if compressed); send smaller chunks"}
+
+func methodNotAllowed(w http.ResponseWriter, allow string) *httpbody.Error {
 	w.Header().Set("Allow", allow)
-	return &replyError{status: http.StatusMethodNotAllowed, kind: "method_not_allowed", msg: "allowed methods: " + allow}
+	return &httpbody.Error{Status: http.StatusMethodNotAllowed, Kind: "method_not_allowed", Msg: "allowed methods: " + allow}
 }

@@ -1,0 +1,187 @@
+// Package httpbody owns what hyp's two HTTP receivers (the ingest API and `hyp server`)
+// share at the edge: reading a request body within a size limit, before and after gzip
+// decompression, and the JSON error reply every non-200 answer carries. It never looks
+// inside a body.
+package httpbody
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+)
+
+// Error is a non-200 reply: Status and the JSON body {"error":Kind,"line":Line,
+// "message":Msg}, line omitted when 0. Clients branch on Kind, never on the message.
+type Error struct {
+	Status int
+	Kind   string
+	Line   int
+	Msg    string
+}
+
+func (e *Error) Error() string { return e.Kind + ": " + e.Msg }
+
+type errorBody struct {
+	Error   string `json:"error"`
+	Line    int    `json:"line,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// WriteError sends e and returns its status.
+func WriteError(w http.ResponseWriter, e *Error) int {
+	// Marshal cannot fail on strings and an int; invalid UTF-8 in a message (a quoted bad
+	// name) is replaced, so the body is always valid JSON.
+	b, _ := json.Marshal(errorBody{Error: e.Kind, Line: e.Line, Message: e.Msg})
+	return WriteJSON(w, e.Status, append(b, '\n'))
+}
+
+// WriteJSON sends an already encoded JSON body and returns status.
+func WriteJSON(w http.ResponseWriter, status int, b []byte) int {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b) // a client that hung up learns the outcome from its retry
+	return status
+}
+
+// maxPooledBuffer caps the buffers kept for reuse: typical requests fit well below it, and
+// an occasional huge one should not pin its buffer in the pool.
+const maxPooledBuffer = 4 << 20
+
+var buffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// Release returns a buffer from Read to the pool; b must not be used afterwards.
+func Release(b *bytes.Buffer) {
+	if b.Cap() > maxPooledBuffer {
+		return
+	}
+	b.Reset()
+	buffers.Put(b)
+}
+
+// gunzipper bundles what decompressing a body needs. Both parts are pooled together: the
+// flate state behind gzip.Reader is tens of kilobytes, and gzip.Reader.Reset would allocate
+// a fresh bufio.Reader for every body that is not already a flate.Reader.
+type gunzipper struct {
+	br *bufio.Reader
+	zr gzip.Reader
+}
+
+var gunzippers = sync.Pool{New: func() any { return &gunzipper{br: bufio.NewReader(nil)} }}
+
+var errTooLarge = errors.New("body too large")
+
+// limitedReader limits the raw body and remembers why it stopped, so a failure while
+// decompressing is blamed on the right party: the size limit, the connection, or (when it
+// recorded nothing) the gzip stream itself.
+type limitedReader struct {
+	r    io.Reader
+	left int64
+	err  error
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if l.err != nil {
+		return 0, l.err
+	}
+	// Reading one byte past the limit is how a body over it is told apart from one exactly
+	// at it.
+	if int64(len(p)) > l.left {
+		p = p[:l.left+1]
+	}
+	n, err := l.r.Read(p)
+	if int64(n) > l.left {
+		l.err = errTooLarge
+		return 0, l.err
+	}
+	l.left -= int64(n)
+	if err != nil && err != io.EOF {
+		l.err = err
+	}
+	return n, err
+}
+
+// Read returns the request body, decompressed when Content-Encoding is gzip, in a pooled
+// buffer the caller hands back with Release. The body as sent and its decompressed form
+// are both limited to max, and decompression stops at max+1 bytes, so a gzip bomb costs at
+// most that. Over the limit the reply is tooLarge.
+func Read(r *http.Request, max int64, tooLarge *Error) (*bytes.Buffer, *Error) {
+	gz, rerr := gzipped(r.Header)
+	if rerr != nil {
+		return nil, rerr
+	}
+	if r.ContentLength > max {
+		return nil, tooLarge
+	}
+	buf := buffers.Get().(*bytes.Buffer)
+	raw := &limitedReader{r: r.Body, left: max}
+	var err error
+	if gz {
+		err = gunzip(buf, raw, max+1)
+	} else {
+		if r.ContentLength > 0 {
+			// The extra MinRead keeps ReadFrom from growing (and copying) the buffer just to
+			// find EOF after the last byte.
+			buf.Grow(int(r.ContentLength) + bytes.MinRead)
+		}
+		_, err = buf.ReadFrom(raw)
+	}
+	switch {
+	case errors.Is(raw.err, errTooLarge), int64(buf.Len()) > max:
+		rerr = tooLarge
+	case raw.err != nil:
+		rerr = &Error{Status: http.StatusBadRequest, Kind: "bad_body", Msg: "reading the body: " + raw.err.Error()}
+	case err != nil:
+		rerr = &Error{Status: http.StatusBadRequest, Kind: "bad_gzip", Msg: "decompressing the body: " + err.Error()}
+	}
+	if rerr != nil {
+		Release(buf)
+		return nil, rerr
+	}
+	return buf, nil
+}
+
+// gunzip decompresses src into dst, stopping after limit bytes of output.
+func gunzip(dst *bytes.Buffer, src io.Reader, limit int64) error {
+	g := gunzippers.Get().(*gunzipper)
+	defer func() {
+		g.br.Reset(nil) // so the pool does not keep the request body alive
+		gunzippers.Put(g)
+	}()
+	g.br.Reset(src)
+	if err := g.zr.Reset(g.br); err != nil {
+		if err == io.EOF {
+			// An empty body is an empty request, whatever its declared encoding.
+			return nil
+		}
+		return err
+	}
+	_, err := dst.ReadFrom(io.LimitReader(&g.zr, limit))
+	return err
+}
+
+// gzipped reports whether the body is gzip-compressed. Only a single gzip coding (or none)
+// is accepted: stacked codings are not something OTLP, NDJSON or hyp senders use.
+func gzipped(h http.Header) (bool, *Error) {
+	values := h.Values("Content-Encoding")
+	if len(values) == 0 {
+		return false, nil
+	}
+	if len(values) == 1 {
+		switch v := strings.TrimSpace(values[0]); {
+		case v == "", strings.EqualFold(v, "identity"):
+			return false, nil
+		case strings.EqualFold(v, "gzip"), strings.EqualFold(v, "x-gzip"):
+			return true, nil
+		}
+	}
+	return false, &Error{
+		Status: http.StatusUnsupportedMediaType, Kind: "unsupported_encoding",
+		Msg: "Content-Encoding " + strings.Join(values, ", ") + " is not supported; use gzip or none",
+	}
+}
