@@ -3,10 +3,10 @@ package otlp
 import (
 	"encoding/base64"
 	"encoding/hex"
+	"github.com/hyp-project/hyp/internal/rowjson"
 	"math"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 )
@@ -43,7 +43,7 @@ func (w *jsonWriter) key(k string) {
 }
 
 func (w *jsonWriter) str(s string) {
-	w.b = appendString(w.b, s)
+	w.b = rowjson.AppendString(w.b, s)
 }
 
 func (w *jsonWriter) intVal(v int64) { w.b = strconv.AppendInt(w.b, v, 10) }
@@ -256,49 +256,4 @@ func appendFloat(b []byte, f float64) []byte {
 		}
 	}
 	return append(b, ".0"...)
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendString writes s as a JSON string, escaping what JSON requires and
-// replacing invalid UTF-8 with U+FFFD.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

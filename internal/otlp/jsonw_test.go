@@ -39,33 +39,6 @@ func TestAppendFloat(t *testing.T) {
 	}
 }
 
-func TestAppendString(t *testing.T) {
-	cases := []struct {
-		in, want string
-	}{
-		{"", `""`},
-		{"plain", `"plain"`},
-		{"q\"b\\", `"q\"b\\"`},
-		{"\n\r\t\x00\x1f\x7f", `"\n\r\t\u0000\u001f` + "\x7f" + `"`},
-		{"héllo ✓ 😀", `"héllo ✓ 😀"`},
-		{"bad\xffutf8\xc3", `"bad\ufffdutf8\ufffd"`},
-		{"</script>\u2028", "\"</script>\u2028\""},
-	}
-	for _, tc := range cases {
-		got := string(appendString(nil, tc.in))
-		if got != tc.want {
-			t.Errorf("appendString(%q) = %s, want %s", tc.in, got, tc.want)
-		}
-		var back string
-		if err := json.Unmarshal([]byte(got), &back); err != nil {
-			t.Errorf("appendString(%q) = %s: %v", tc.in, got, err)
-		}
-		if !strings.Contains(tc.in, "\xff") && back != tc.in {
-			t.Errorf("appendString(%q) round-trips to %q", tc.in, back)
-		}
-	}
-}
-
 func TestTimeField(t *testing.T) {
 	cases := []struct {
 		in   pcommon.Timestamp

@@ -13,7 +13,7 @@ func FuzzAppendString(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		got := appendString([]byte("prefix"), s)[len("prefix"):]
+		got := AppendString([]byte("prefix"), s)[len("prefix"):]
 		var back string
 		if err := json.Unmarshal(got, &back); err != nil {
 			t.Fatalf("%q gave %q, not a JSON string: %v", s, got, err)

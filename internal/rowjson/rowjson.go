@@ -45,7 +45,7 @@ const (
 func NewEncoder(schema *arrow.Schema) (*Encoder, error) {
 	e := &Encoder{cols: make([]column, schema.NumFields())}
 	for i, f := range schema.Fields() {
-		c := column{key: append(appendString(nil, f.Name), ':')}
+		c := column{key: append(AppendString(nil, f.Name), ':')}
 		switch t := f.Type.(type) {
 		case *arrow.StringType:
 			c.kind = kindString
@@ -100,9 +100,9 @@ func (e *Encoder) AppendRow(dst []byte, rec arrow.RecordBatch, i int) []byte {
 		dst = append(dst, c.key...)
 		switch c.kind {
 		case kindString:
-			dst = appendString(dst, arr.(*array.String).Value(i))
+			dst = AppendString(dst, arr.(*array.String).Value(i))
 		case kindLargeString:
-			dst = appendString(dst, arr.(*array.LargeString).Value(i))
+			dst = AppendString(dst, arr.(*array.LargeString).Value(i))
 		case kindInt64:
 			dst = strconv.AppendInt(dst, arr.(*array.Int64).Value(i), 10)
 		case kindFloat64:
@@ -153,10 +153,10 @@ func appendTimestamp(dst []byte, v, perSec int64) []byte {
 
 const hex = "0123456789abcdef"
 
-// appendString appends s as a JSON string. Quotes, backslashes and control characters are
+// AppendString appends s as a JSON string. Quotes, backslashes and control characters are
 // escaped; U+2028 and U+2029 are escaped too because JavaScript parsers treat them as line
 // ends; invalid UTF-8 becomes U+FFFD, as encoding/json does, because JSON text must be UTF-8.
-func appendString(dst []byte, s string) []byte {
+func AppendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {

@@ -170,7 +170,7 @@ func TestStringEscaping(t *testing.T) {
 		"\ufffd", strings.Repeat("x", 1000) + "\"",
 	}
 	for _, s := range cases {
-		got := appendString(nil, s)
+		got := AppendString(nil, s)
 		var back string
 		if err := json.Unmarshal(got, &back); err != nil {
 			t.Fatalf("%q: %s is not a JSON string: %v", s, got, err)
