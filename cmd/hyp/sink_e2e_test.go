@@ -1461,3 +1461,60 @@ func TestSIGTERMDuringExportToStalledCentral(t *testing.T) {
 	requireRun(t, home, "central", 70)
 	checkServer(t, "after drain and restart", srvHome, f.want)
 }
+
+// TestServerRunsItsOwnSinks: `hyp server` exports what gateways forwarded through its own
+// blob sink, one Hive-style directory per gateway and source, every row once.
+func TestServerRunsItsOwnSinks(t *testing.T) {
+	t.Parallel()
+	srvHome, srvListen, tokenFile := newServerHome(t)
+	exports := filepath.Join(t.TempDir(), "central-exports")
+	writeDaemonYAML(t, srvHome, freePort(t), "", localSinkYAML("archive", "jsonl", exports))
+	startHypServer(t, srvHome, srvListen, tokenFile)
+
+	f := newFeeder(0)
+	gateways := map[string]bool{}
+	for g := 0; g < 2; g++ {
+		home, addr := newHome(t)
+		writeDaemonYAML(t, home, addr, "", forwardSinkYAML("central", "http://"+srvListen, tokenFile))
+		startHypDaemon(t, home, addr)
+		f.ingest(t, addr, "logs", "web", 120)
+		f.ingest(t, addr, "logs", "db", 30)
+		requireRun(t, home, "central", f.take())
+		id, err := os.ReadFile(filepath.Join(home, "gateway_id"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gateways[strings.TrimSpace(string(id))] = true
+	}
+	requireRun(t, srvHome, "archive", 300)
+	requireNoopRun(t, srvHome, "archive")
+
+	seen := map[int]int{}
+	files := localFiles(t, exports)
+	for _, bf := range files {
+		parts := strings.Split(bf.rel, "/")
+		if len(parts) != 4 || parts[0] != "logs" || !strings.HasPrefix(parts[1], "gateway=") || !gateways[strings.TrimPrefix(parts[1], "gateway=")] ||
+			!strings.HasPrefix(parts[2], "source=") || !partName.MatchString(parts[3]) {
+			t.Errorf("%q is not logs/gateway=<id>/source=<s>/part-<first>-<last>.jsonl.gz", bf.rel)
+			continue
+		}
+		rows, err := decodeJSONLGz(bf.data)
+		if err != nil {
+			t.Fatalf("%s: %v", bf.rel, err)
+		}
+		for _, r := range rows {
+			if "source="+r.source != parts[2] {
+				t.Errorf("%s holds a row of source %q", bf.rel, r.source)
+			}
+			seen[r.id]++
+		}
+	}
+	if len(seen) != 300 {
+		t.Errorf("%d distinct ids exported by the server, want 300", len(seen))
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("id %d exported %d times", id, n)
+		}
+	}
+}

@@ -45,9 +45,9 @@ func CheckDataset(name string) *InputError {
 	return &InputError{Kind: "bad_dataset", Msg: fmt.Sprintf("dataset name %q must match ^[a-z][a-z0-9_]{0,62}$", name)}
 }
 
-// reservedPrefix marks hyp's internal columns; user fields may not use it, so a row can
+// InternalPrefix marks hyp's internal columns; user fields may not use it, so a row can
 // never forge its own seq or ingest time.
-const reservedPrefix = "_hyp_"
+const InternalPrefix = "_hyp_"
 
 type groupBuilder struct {
 	name string // partition name
@@ -100,8 +100,8 @@ func (c *Cache) Ingest(dataset, source string, body []byte) (Result, error) {
 			if len(f.Key) == 0 {
 				return &InputError{Kind: "bad_field", Line: lineNo, Msg: "empty field name"}
 			}
-			if bytes.HasPrefix(f.Key, []byte(reservedPrefix)) {
-				return &InputError{Kind: "reserved_field", Line: lineNo, Msg: fmt.Sprintf("field %q uses the reserved prefix %s", f.Key, reservedPrefix)}
+			if bytes.HasPrefix(f.Key, []byte(InternalPrefix)) {
+				return &InputError{Kind: "reserved_field", Line: lineNo, Msg: fmt.Sprintf("field %q uses the reserved prefix %s", f.Key, InternalPrefix)}
 			}
 			if source == "" && f.Kind == jsonrow.String && string(f.Key) == "source" {
 				var err error

@@ -148,8 +148,6 @@ func (c *chunk) without(held []bool) ([]byte, int) {
 	return kept, len(c.seqs) - dups
 }
 
-var reservedPrefix = []byte("_hyp_")
-
 // parseRows validates a chunk's NDJSON body against its declared range and rewrites each row
 // for the server's cache: the sender's `_hyp_ingest_seq` and `_hyp_ingested_at` go (the
 // server's cache stamps its own), every other field is kept byte for byte, and
@@ -191,8 +189,8 @@ func parseRows(body []byte, first, last int64) (*chunk, *httpbody.Error) {
 				}
 			case len(f.Key) == 0:
 				return rowError("bad_field", "empty field name")
-			case bytes.HasPrefix(f.Key, reservedPrefix):
-				return rowError("reserved_field", "field %q uses the reserved prefix %s", f.Key, reservedPrefix)
+			case strings.HasPrefix(string(f.Key), cache.InternalPrefix):
+				return rowError("reserved_field", "field %q uses the reserved prefix %s", f.Key, cache.InternalPrefix)
 			default:
 				if kept > 0 {
 					c.out = append(c.out, ',')

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -89,6 +90,8 @@ func (x *instance) read(ctx context.Context, p Part, since, until int64, lim lim
 		if n == 0 {
 			return nil
 		}
+		rec = exported(rec)
+		defer rec.Release()
 		if u.schema == nil {
 			u.schema = rec.Schema()
 		}
@@ -135,6 +138,30 @@ func (x *instance) read(ctx context.Context, p Part, since, until int64, lim lim
 		return nil, err
 	}
 	return u, nil
+}
+
+// exported returns rec with the columns an export carries (SPEC 6): the user columns and
+// the two internal ones every row has. Other internal columns, such as the sender's seq a
+// central server keeps, stay in the cache. The caller releases the result.
+func exported(rec arrow.RecordBatch) arrow.RecordBatch {
+	sc := rec.Schema()
+	keep := make([]int, 0, sc.NumFields())
+	for i, f := range sc.Fields() {
+		if !strings.HasPrefix(f.Name, cache.InternalPrefix) || f.Name == cache.SeqColumn || f.Name == cache.IngestedAtColumn {
+			keep = append(keep, i)
+		}
+	}
+	if len(keep) == sc.NumFields() {
+		rec.Retain()
+		return rec
+	}
+	fields := make([]arrow.Field, len(keep))
+	cols := make([]arrow.Array, len(keep))
+	for j, i := range keep {
+		fields[j], cols[j] = sc.Field(i), rec.Column(i)
+	}
+	md := sc.Metadata()
+	return array.NewRecordBatch(arrow.NewSchema(fields, &md), cols, rec.NumRows())
 }
 
 // recordBytes estimates rec's encoded size from its string bytes plus 8 bytes per other
