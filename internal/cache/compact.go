@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -64,7 +65,25 @@ func (p *Partition) compactionDue(settledRows int64) bool {
 			small++
 		}
 	}
-	return small > compactFiles || len(g.tbl.Metadata().Snapshots()) > compactSnapshots
+	return small > compactFiles || len(g.tbl.Metadata().Snapshots()) > compactSnapshots || g.holdsDeadFiles()
+}
+
+// holdsDeadFiles reports whether the generation's data directory keeps files that are no
+// longer live: retention drops and rewrites files only in table metadata, and their disk
+// space comes back when a compaction retires the generation (live files are only linked,
+// so that costs little).
+func (g *generation) holdsDeadFiles() bool {
+	ents, err := os.ReadDir(filepath.Join(g.dir, "data"))
+	if err != nil {
+		return false
+	}
+	n := 0
+	for _, e := range ents {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), ".parquet") {
+			n++
+		}
+	}
+	return n > len(g.files)
 }
 
 // compactionPlan splits a generation's files (in seq order) into groups that stay in seq

@@ -217,6 +217,27 @@ func TestPruneHoldsForFloorAndReportsForcedGap(t *testing.T) {
 	if st.Rows != 10 || st.HeadSeq <= mid.LastSeq {
 		t.Fatalf("status %+v", st)
 	}
+	// The pruned files still take disk space in this generation, so the next scheduled
+	// compaction is due, and it leaves only live files on disk.
+	p := c.tables.lookup("logs", "source=a")
+	dataDir := func() int {
+		ents, _ := os.ReadDir(filepath.Join(p.gen.dir, "data"))
+		return len(ents)
+	}
+	if dataDir() <= len(p.gen.files) {
+		t.Fatalf("expected dead files on disk after the prune: %d entries, %d live", dataDir(), len(p.gen.files))
+	}
+	res2, err := c.Compact(ctx, false, nil)
+	if err != nil || res2[0].Skipped != "" {
+		t.Fatalf("compaction after prune %+v %v", res2, err)
+	}
+	if dataDir() != len(p.gen.files) {
+		t.Fatalf("after compaction %d files on disk, %d live", dataDir(), len(p.gen.files))
+	}
+	assertIDs(t, c, "a", 10)
+	if res2, _ := c.Compact(ctx, false, nil); res2[0].Skipped != "not due" {
+		t.Fatalf("compaction due again: %+v", res2)
+	}
 }
 
 // TestCompactionRewritesOnlySmallRuns: settled files are hard-linked into the new
