@@ -50,11 +50,8 @@ type Options struct {
 
 // Driver runs every sink instance of a home.
 type Driver struct {
-	cache   Cache
-	store   *watermark.Store
-	insts   []*instance
-	log     *slog.Logger
-	metrics *metrics
+	store *watermark.Store
+	insts []*instance
 }
 
 type instance struct {
@@ -99,7 +96,7 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 	if o.Registerer != nil {
 		o.Registerer.MustRegister(m.exported, m.failures, m.withheld)
 	}
-	d := &Driver{cache: o.Cache, store: watermark.Open(filepath.Join(o.Home, "sinks"), log, now), log: log, metrics: m}
+	d := &Driver{store: watermark.Open(filepath.Join(o.Home, "sinks"), log, now)}
 	names := make([]string, 0, len(o.Sinks))
 	for name := range o.Sinks {
 		names = append(names, name)
@@ -127,6 +124,7 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		if x.ship, err = newShipper(ctx, x, o.UnitRows); err != nil {
 			return nil, fmt.Errorf("sink %s: %w", name, err)
 		}
+		m.failures.WithLabelValues(name) // a healthy sink shows 0, not nothing
 		d.insts = append(d.insts, x)
 	}
 	return d, nil
