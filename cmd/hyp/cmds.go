@@ -538,8 +538,11 @@ func sinkCmd(g *globals) *cobra.Command {
 			for _, name := range sinkNames(cfg) {
 				s := cfg.Sinks[name]
 				target := s.URL
-				if s.Type == "blob" {
-					target = s.Format + " -> " + s.Destination.Type + ":" + s.Destination.Path + s.Destination.Bucket
+				switch {
+				case s.Type == "blob" && s.Destination.Type == "s3":
+					target = s.Format + " -> " + strings.TrimSuffix("s3://"+s.Destination.Bucket+"/"+s.Destination.Prefix, "/")
+				case s.Type == "blob":
+					target = s.Format + " -> " + s.Destination.Path
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", name, s.Type, s.Schedule, target)
 			}
