@@ -14,7 +14,6 @@ package ingest
 import (
 	"errors"
 	"fmt"
-	"github.com/hyp-project/hyp/internal/httpbody"
 	"log/slog"
 	"mime"
 	"net/http"
@@ -29,6 +28,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/httpbody"
 	"github.com/hyp-project/hyp/internal/otlp"
 )
 

@@ -3,12 +3,13 @@ package otlp
 import (
 	"encoding/base64"
 	"encoding/hex"
-	"github.com/hyp-project/hyp/internal/rowjson"
 	"math"
 	"strconv"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/hyp-project/hyp/internal/rowjson"
 )
 
 // jsonWriter appends JSON to a byte slice. It is hand-rolled rather than

@@ -35,7 +35,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"github.com/hyp-project/hyp/internal/httpbody"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -46,6 +45,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/httpbody"
 	"github.com/hyp-project/hyp/internal/ledger"
 	"github.com/hyp-project/hyp/internal/partition"
 )
