@@ -354,4 +354,26 @@ func TestCompactionRewritesOnlySmallRuns(t *testing.T) {
 	if res, _ := c.Compact(ctx, false, nil); res[0].Skipped != "not due" {
 		t.Fatalf("second compaction %+v", res)
 	}
+	// The schema keeps evolving after a compaction that linked files, and the next one
+	// links them again.
+	c.settledRows = 100
+	for i := 0; i < 9; i++ {
+		add(5, `,"later":true`)
+	}
+	if res, err := c.Compact(ctx, false, nil); err != nil || res[0].Skipped != "" {
+		t.Fatalf("third compaction %+v %v", res, err)
+	}
+	laters := 0
+	if _, err := c.Scan(ctx, "logs", "source=a", 0, 1<<62, func(rec arrow.RecordBatch) error {
+		if idx := rec.Schema().FieldIndices("later"); len(idx) == 1 {
+			laters += rec.Column(idx[0]).Len() - rec.Column(idx[0]).NullN()
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if laters != 45 {
+		t.Fatalf("%d later values, want 45", laters)
+	}
+	assertIDs(t, c, "a", next)
 }
