@@ -66,6 +66,8 @@ type Cache struct {
 	tables *tableSet
 	// settledRows is the file size compaction leaves alone (defaultSettledRows; tests lower it).
 	settledRows int64
+	// link hard-links a settled file into a new generation (os.Link; tests fail it).
+	link func(oldname, newname string) error
 
 	mu       sync.Mutex // orders seq allocation with log appends
 	nextSeq  int64
@@ -173,7 +175,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cache{dir: dir, log: opts.Logger, now: opts.Now, lock: lk, settledRows: defaultSettledRows}
+	c := &Cache{dir: dir, log: opts.Logger, now: opts.Now, lock: lk, settledRows: defaultSettledRows, link: os.Link}
 	if err := c.open(ctx); err != nil {
 		if c.wal != nil {
 			_ = c.wal.Close()

@@ -2,11 +2,13 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -132,7 +134,7 @@ func (c *Cache) compactPartition(ctx context.Context, p *Partition, force bool) 
 		return res, err
 	}
 	if len(old.files) > 0 {
-		tx, err := g.fill(ctx, old, c.settledRows)
+		tx, err := g.fill(ctx, old, c.settledRows, c.link)
 		if err != nil {
 			return abandon(fmt.Errorf("compact %s/%s: %w", p.Dataset, p.Name(), err))
 		}
@@ -162,7 +164,7 @@ func (c *Cache) compactPartition(ctx context.Context, p *Partition, force bool) 
 // as they are are hard-linked into g's data directory (the old generation's directory is
 // removed later without touching them), runs of small files are rewritten into one file
 // each, in seq order.
-func (g *generation) fill(ctx context.Context, old *generation, settledRows int64) (*table.Transaction, error) {
+func (g *generation) fill(ctx context.Context, old *generation, settledRows int64, link func(oldname, newname string) error) (*table.Transaction, error) {
 	sc, err := table.SchemaToArrowSchema(g.tbl.Schema(), nil, true, false)
 	if err != nil {
 		return nil, err
@@ -187,11 +189,15 @@ func (g *generation) fill(ctx context.Context, old *generation, settledRows int6
 	for _, group := range compactionPlan(old.files, settledRows) {
 		if len(group) == 1 {
 			dst := filepath.Join(dataDir, filepath.Base(group[0].Path))
-			if err := os.Link(group[0].Path, dst); err != nil {
+			err := link(group[0].Path, dst)
+			if err == nil {
+				linked = append(linked, fileURI(dst))
+				continue
+			}
+			// A filesystem without hard links still compacts, by copying the rows.
+			if !linkUnsupported(err) {
 				return nil, fmt.Errorf("link %s into the new generation: %w", group[0].Path, err)
 			}
-			linked = append(linked, fileURI(dst))
-			continue
 		}
 		// Files are registered in seq order, so links gathered so far go in first.
 		if err := flushLinked(); err != nil {
@@ -211,6 +217,11 @@ func (g *generation) fill(ctx context.Context, old *generation, settledRows int6
 		return nil, err
 	}
 	return tx, fsutil.SyncDir(dataDir)
+}
+
+// linkUnsupported reports whether a hard link failed because the filesystem has none.
+func linkUnsupported(err error) bool {
+	return errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.ENOTSUP) || errors.Is(err, syscall.EXDEV) || errors.Is(err, syscall.EMLINK)
 }
 
 func (g *generation) rows() int64 {

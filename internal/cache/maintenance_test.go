@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -376,4 +377,33 @@ func TestCompactionRewritesOnlySmallRuns(t *testing.T) {
 		t.Fatalf("%d later values, want 45", laters)
 	}
 	assertIDs(t, c, "a", next)
+}
+
+// TestCompactionWithoutHardLinks: on a filesystem without hard links, settled files are
+// copied row for row instead, and nothing is lost.
+func TestCompactionWithoutHardLinks(t *testing.T) {
+	ctx := context.Background()
+	c := openTest(t, t.TempDir())
+	defer c.Close(ctx)
+	c.settledRows = 10
+	c.link = func(string, string) error { return &os.LinkError{Op: "link", Err: syscall.EPERM} }
+	for i := 0; i < 4; i++ {
+		ingestN(t, c, "a", i*20, 20)
+		if err := c.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := assertIDs(t, c, "a", 80)
+	res, err := c.Compact(ctx, true, nil)
+	if err != nil || res[0].FilesAfter != 4 {
+		t.Fatalf("compaction %+v %v", res, err)
+	}
+	if after := assertIDs(t, c, "a", 80); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatal("seqs changed")
+	}
+	c.link = func(string, string) error { return &os.LinkError{Op: "link", Err: syscall.EIO} }
+	if _, err := c.Compact(ctx, true, nil); err == nil {
+		t.Fatal("an I/O error while linking was not reported")
+	}
+	assertIDs(t, c, "a", 80)
 }
