@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/hyp-project/hyp/internal/blob"
 	"github.com/hyp-project/hyp/internal/forward"
@@ -21,6 +22,11 @@ var (
 	blobLimits    = limits{rows: 250_000, bytes: 256 << 20}
 )
 
+const (
+	forwardRequestTimeout = 10 * time.Second
+	forwardMaxWait        = 30 * time.Second
+)
+
 func newShipper(ctx context.Context, x *instance, unitRows int64) (shipper, error) {
 	var s shipper
 	switch x.cfg.Type {
@@ -33,7 +39,13 @@ func newShipper(ctx context.Context, x *instance, unitRows int64) (shipper, erro
 		if token == "" {
 			return nil, fmt.Errorf("token_file %s is empty", x.cfg.TokenFile)
 		}
-		c, err := forward.New(forward.Options{URL: x.cfg.URL, Token: token, Gateway: x.gateway, Logger: x.log})
+		c, err := forward.New(forward.Options{
+			URL: x.cfg.URL, Token: token, Gateway: x.gateway, Logger: x.log,
+			// A central that holds a request longer than this is treated as stalled; one
+			// unit's retries end within forwardMaxWait, so a tick never hangs on a dead
+			// central and the unit is retried on the next tick.
+			RequestTimeout: forwardRequestTimeout, MaxWait: forwardMaxWait,
+		})
 		if err != nil {
 			return nil, err
 		}
