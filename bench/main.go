@@ -123,18 +123,27 @@ func ingestBench(bin string, total, clients, batch int) error {
 	return err
 }
 
+// tempCache opens a cache in a new temporary home; done closes it and removes the home.
+func tempCache(ctx context.Context, prefix string) (c *cache.Cache, home string, done func(), err error) {
+	home, err = os.MkdirTemp("", prefix)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	c, err = cache.Open(ctx, filepath.Join(home, "cache"), cache.Options{})
+	if err != nil {
+		os.RemoveAll(home)
+		return nil, "", nil, err
+	}
+	return c, home, func() { c.Close(ctx); os.RemoveAll(home) }, nil
+}
+
 func scanBench(n int) error {
 	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "hyp-scan-")
+	c, _, done, err := tempCache(ctx, "hyp-scan-")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	c, err := cache.Open(ctx, dir, cache.Options{})
-	if err != nil {
-		return err
-	}
-	defer c.Close(ctx)
+	defer done()
 	for i := 0; i < n; i += 100_000 {
 		if _, err := c.Ingest("logs", "big", body(i, 100_000)); err != nil {
 			return err

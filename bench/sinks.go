@@ -26,16 +26,11 @@ import (
 // blob Parquet to a MinIO subprocess when minioBin exists.
 func sinkBench(bin, minioBin string, n int) error {
 	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "hyp-sinkbench-")
+	c, dir, done, err := tempCache(ctx, "hyp-sinkbench-")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	c, err := cache.Open(ctx, filepath.Join(dir, "cache"), cache.Options{})
-	if err != nil {
-		return err
-	}
-	defer c.Close(ctx)
+	defer done()
 	for i := 0; i < n; i += 100_000 {
 		if _, err := c.Ingest("logs", "bench", body(i, min(100_000, n-i))); err != nil {
 			return err
@@ -98,16 +93,11 @@ func sinkBench(bin, minioBin string, n int) error {
 // tick that finds nothing new: the cost every idle sink pays on every schedule.
 func tickBench(n int) error {
 	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "hyp-tickbench-")
+	c, dir, done, err := tempCache(ctx, "hyp-tickbench-")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	c, err := cache.Open(ctx, filepath.Join(dir, "cache"), cache.Options{})
-	if err != nil {
-		return err
-	}
-	defer c.Close(ctx)
+	defer done()
 	start := time.Now()
 	for i := 0; i < n; i += 500_000 {
 		if _, err := c.Ingest("logs", "big", body(i, min(500_000, n-i))); err != nil {
