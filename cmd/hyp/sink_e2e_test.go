@@ -1518,3 +1518,26 @@ func TestServerRunsItsOwnSinks(t *testing.T) {
 		}
 	}
 }
+
+// TestBrokenSinkConfig: a forward sink whose token file is missing keeps the daemon from
+// starting (naming the file), but reading the cache without a daemon still works, and
+// `sink run` fails naming the cause.
+func TestBrokenSinkConfig(t *testing.T) {
+	t.Parallel()
+	home, addr := newHome(t)
+	missing := filepath.Join(t.TempDir(), "missing-token")
+	writeDaemonYAML(t, home, addr, "", forwardSinkYAML("central", "http://127.0.0.1:9", missing))
+	if r := runHyp(t, home, time.Minute, "ingest", "logs", "--source", "web"); r.code != 0 {
+		t.Fatalf("ingest without a daemon: %s", r)
+	}
+	if r := runHyp(t, home, time.Minute, "cache", "status", "--json"); r.code != 0 {
+		t.Fatalf("cache status with a broken sink: %s", r)
+	}
+	if _, r := sinkRun(t, home, "central", time.Minute); r.code != 1 || !strings.Contains(r.stdout+r.stderr, missing) {
+		t.Fatalf("sink run with a broken sink: %s", r)
+	}
+	r := runHyp(t, home, time.Minute, "daemon")
+	if r.code != 1 || !strings.Contains(r.stderr, missing) {
+		t.Fatalf("daemon with a broken sink: %s", r)
+	}
+}

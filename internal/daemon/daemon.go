@@ -98,6 +98,10 @@ func serve(ctx context.Context, dir string, cfg *config.Config, listen string, l
 	if err != nil {
 		return err
 	}
+	if err := n.Sinks.Err(); err != nil {
+		n.Close(ctx)
+		return err
+	}
 	var isReady atomic.Bool
 	ih, err := ingest.NewHandler(n, ingest.Options{
 		MaxBodyBytes: cfg.Ingest.MaxBodyBytes,

@@ -69,6 +69,7 @@ type instance struct {
 	now      func() time.Time
 	metrics  *metrics
 	hooks    hooks
+	broken   error // why the sink could not be built; it then exports nothing
 }
 
 type metrics struct {
@@ -77,8 +78,10 @@ type metrics struct {
 	withheld *prometheus.CounterVec
 }
 
-// New builds every configured sink. A sink that cannot be built (bad token file, bad
-// destination) is an error: the daemon refuses to start rather than silently not export.
+// New builds every configured sink. A sink that cannot be built (unreadable token file, bad
+// destination) is kept, holds its rows from retention like any other, fails every run with
+// why, and is reported by Err: the daemon refuses to start with it, while a CLI command that
+// only reads still works.
 func New(ctx context.Context, o Options) (*Driver, error) {
 	log := o.Logger
 	if log == nil {
@@ -122,12 +125,21 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 			log: log.With("sink", name), now: now, metrics: m, hooks: failpoints(&failpointHits),
 		}
 		if x.ship, err = newShipper(ctx, x, o.UnitRows); err != nil {
-			return nil, fmt.Errorf("sink %s: %w", name, err)
+			x.broken = fmt.Errorf("sink %s: %w", name, err)
 		}
 		m.failures.WithLabelValues(name) // a healthy sink shows 0, not nothing
 		d.insts = append(d.insts, x)
 	}
 	return d, nil
+}
+
+// Err reports the sinks that could not be built, or nil.
+func (d *Driver) Err() error {
+	var errs []error
+	for _, x := range d.insts {
+		errs = append(errs, x.broken)
+	}
+	return errors.Join(errs...)
 }
 
 // Store is the watermark store the driver writes through.
@@ -220,6 +232,11 @@ func (d *Driver) Names() []string {
 // partition of the instance's datasets.
 func (x *instance) tick(ctx context.Context) RunResult {
 	res := RunResult{Instance: x.name, Status: "ok", Errors: []string{}}
+	if x.broken != nil {
+		res.Status = "failed"
+		res.Errors = append(res.Errors, x.broken.Error())
+		return res
+	}
 	if err := x.cache.Flush(ctx); err != nil {
 		res.Status = "failed"
 		res.Errors = append(res.Errors, "flush cache: "+err.Error())
