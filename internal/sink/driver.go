@@ -55,21 +55,20 @@ type Driver struct {
 }
 
 type instance struct {
-	name     string
-	cfg      config.Sink
-	cache    Cache
-	store    *watermark.Store
-	ship     shipper
-	gateway  string
-	home     string
-	sched    config.Schedule
-	withhold []string
-	sem      chan struct{} // single flight: a tick holds it
-	log      *slog.Logger
-	now      func() time.Time
-	metrics  *metrics
-	hooks    hooks
-	broken   error // why the sink could not be built; it then exports nothing
+	name    string
+	cfg     config.Sink
+	cache   Cache
+	store   *watermark.Store
+	ship    shipper
+	gateway string
+	home    string
+	sched   config.Schedule
+	sem     chan struct{} // single flight: a tick holds it
+	log     *slog.Logger
+	now     func() time.Time
+	metrics *metrics
+	hooks   hooks
+	broken  error // why the sink could not be built; it then exports nothing
 }
 
 type metrics struct {
@@ -121,7 +120,7 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		}
 		x := &instance{
 			name: name, cfg: cfg, cache: o.Cache, store: d.store, gateway: gateway, home: o.Home,
-			sched: sched, withhold: cfg.WithholdSources, sem: make(chan struct{}, 1),
+			sched: sched, sem: make(chan struct{}, 1),
 			log: log.With("sink", name), now: now, metrics: m, hooks: failpoints(&failpointHits),
 		}
 		if x.ship, err = newShipper(ctx, x, o.UnitRows); err != nil {
@@ -281,14 +280,14 @@ func (x *instance) covers(dataset string) bool {
 
 // withheld reports whether the instance skips p's rows (drop-but-advance).
 func (x *instance) withheld(p Part) bool {
-	if len(x.withhold) == 0 {
+	if len(x.cfg.WithholdSources) == 0 {
 		return false
 	}
 	_, src, err := partition.Parse(p.Partition)
 	if err != nil {
 		return false
 	}
-	for _, pat := range x.withhold {
+	for _, pat := range x.cfg.WithholdSources {
 		if ok, _ := filepath.Match(pat, src); ok || pat == src {
 			return true
 		}
