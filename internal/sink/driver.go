@@ -60,6 +60,7 @@ type instance struct {
 	cache   Cache
 	store   *watermark.Store
 	ship    shipper
+	lim     limits // the unit budget of ship's destination
 	gateway string
 	home    string
 	sched   config.Schedule
@@ -123,7 +124,7 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 			sched: sched, sem: make(chan struct{}, 1),
 			log: log.With("sink", name), now: now, metrics: m, hooks: failpoints(&failpointHits),
 		}
-		if x.ship, err = newShipper(ctx, x, o.UnitRows); err != nil {
+		if x.ship, x.lim, err = newShipper(ctx, x, o.UnitRows); err != nil {
 			x.broken = fmt.Errorf("sink %s: %w", name, err)
 		}
 		m.failures.WithLabelValues(name) // a healthy sink shows 0, not nothing

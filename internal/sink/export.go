@@ -69,7 +69,6 @@ var errTooLarge = errors.New("export unit too large for the destination")
 // retry of the same unit (same id, same rows) must be harmless.
 type shipper interface {
 	ship(ctx context.Context, p Part, u watermark.Unit, rows *unitRows) (bytes int64, err error)
-	limits() limits
 }
 
 // Part is one partition a sink exports.
@@ -212,7 +211,7 @@ type partResult struct {
 func (x *instance) exportPartition(ctx context.Context, p Part, head int64) partResult {
 	var res partResult
 	k := watermark.Key{Instance: x.name, Dataset: p.Dataset, Partition: p.Partition}
-	lim := x.ship.limits()
+	lim := x.lim
 	log := x.log.With("dataset", p.Dataset, "partition", p.Partition)
 	for {
 		if err := ctx.Err(); err != nil {

@@ -173,7 +173,7 @@ func (m *propModel) newDriver(t *rapid.T) {
 			}
 			return nil
 		}
-		x.ship = f
+		x.ship, x.lim = f, f.lim
 		m.fakes[x.name] = f
 	}
 	m.d = d
@@ -737,7 +737,7 @@ func TestConcurrentExportAndMaintenanceExactlyOnce(t *testing.T) {
 	fwd := &fwdModel{stored: map[string]map[int64]int64{}}
 	dests := map[string]*syncedDest{blobSinkName: {put: blob.put}, fwdSinkName: {put: fwd.put}}
 	for _, x := range d.insts {
-		x.ship = &fakeShipper{lim: limits{rows: 5}, deliver: dests[x.name].deliver}
+		x.ship, x.lim = &fakeShipper{deliver: dests[x.name].deliver}, limits{rows: 5}
 	}
 
 	dur := 1500 * time.Millisecond

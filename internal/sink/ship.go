@@ -27,17 +27,19 @@ const (
 	forwardMaxWait        = 30 * time.Second
 )
 
-func newShipper(ctx context.Context, x *instance, unitRows int64) (shipper, error) {
+// newShipper builds the instance's destination and says how large its units may be.
+func newShipper(ctx context.Context, x *instance, unitRows int64) (shipper, limits, error) {
 	var s shipper
+	var lim limits
 	switch x.cfg.Type {
 	case "forward":
 		tok, err := os.ReadFile(x.cfg.TokenFile)
 		if err != nil {
-			return nil, fmt.Errorf("token_file: %w", err)
+			return nil, limits{}, fmt.Errorf("token_file: %w", err)
 		}
 		token := strings.TrimSpace(string(tok))
 		if token == "" {
-			return nil, fmt.Errorf("token_file %s is empty", x.cfg.TokenFile)
+			return nil, limits{}, fmt.Errorf("token_file %s is empty", x.cfg.TokenFile)
 		}
 		c, err := forward.New(forward.Options{
 			URL: x.cfg.URL, Token: token, Gateway: x.gateway, Logger: x.log,
@@ -47,13 +49,13 @@ func newShipper(ctx context.Context, x *instance, unitRows int64) (shipper, erro
 			RequestTimeout: forwardRequestTimeout, MaxWait: forwardMaxWait,
 		})
 		if err != nil {
-			return nil, err
+			return nil, limits{}, err
 		}
-		s = &forwardShipper{client: c, lim: forwardLimits}
+		s, lim = &forwardShipper{client: c}, forwardLimits
 	case "blob":
 		f, err := blob.ParseFormat(x.cfg.Format)
 		if err != nil {
-			return nil, err
+			return nil, limits{}, err
 		}
 		var dest blob.Destination
 		switch d := x.cfg.Destination; d.Type {
@@ -61,38 +63,30 @@ func newShipper(ctx context.Context, x *instance, unitRows int64) (shipper, erro
 			l := blob.NewLocalFS(d.Path)
 			// Temp files of units a crash interrupted; their units are re-encoded from intents.
 			if err := l.Clean(); err != nil {
-				return nil, err
+				return nil, limits{}, err
 			}
 			dest = l
 		case "s3":
 			dest, err = blob.NewS3(ctx, blob.S3Config{Bucket: d.Bucket, Prefix: d.Prefix, Region: d.Region, Endpoint: d.Endpoint, ForcePathStyle: d.ForcePathStyle}, filepath.Join(x.home, "sinks", x.name, "tmp"))
 			if err != nil {
-				return nil, err
+				return nil, limits{}, err
 			}
 		default:
-			return nil, fmt.Errorf("destination type %q: want local-fs or s3", d.Type)
+			return nil, limits{}, fmt.Errorf("destination type %q: want local-fs or s3", d.Type)
 		}
-		s = &blobShipper{dest: dest, format: f, lim: blobLimits}
+		s, lim = &blobShipper{dest: dest, format: f}, blobLimits
 	default:
-		return nil, fmt.Errorf("type %q: want blob or forward", x.cfg.Type)
+		return nil, limits{}, fmt.Errorf("type %q: want blob or forward", x.cfg.Type)
 	}
 	if unitRows > 0 {
-		switch s := s.(type) {
-		case *forwardShipper:
-			s.lim.rows = unitRows
-		case *blobShipper:
-			s.lim.rows = unitRows
-		}
+		lim.rows = unitRows
 	}
-	return s, nil
+	return s, lim, nil
 }
 
 type forwardShipper struct {
 	client *forward.Client
-	lim    limits
 }
-
-func (f *forwardShipper) limits() limits { return f.lim }
 
 func (f *forwardShipper) ship(ctx context.Context, p Part, u watermark.Unit, rows *unitRows) (int64, error) {
 	body, err := encodeNDJSON(rows)
@@ -115,10 +109,7 @@ func (f *forwardShipper) ship(ctx context.Context, p Part, u watermark.Unit, row
 type blobShipper struct {
 	dest   blob.Destination
 	format blob.Format
-	lim    limits
 }
-
-func (b *blobShipper) limits() limits { return b.lim }
 
 func (b *blobShipper) ship(ctx context.Context, p Part, u watermark.Unit, rows *unitRows) (int64, error) {
 	obj := blob.Object{Key: blob.Key(p.Dataset, p.Partition, u.First, u.Last, b.format), UnitID: u.ID, Rows: rows.rows, FirstSeq: u.First, LastSeq: u.Last}

@@ -178,8 +178,6 @@ type fakeShipper struct {
 	deliver func(c shipCall) error
 }
 
-func (f *fakeShipper) limits() limits { return f.lim }
-
 func (f *fakeShipper) ship(_ context.Context, p Part, u watermark.Unit, rows *unitRows) (int64, error) {
 	seqs, ids, err := unitContents(rows)
 	if err != nil {
@@ -286,7 +284,7 @@ func newTestDriver(t tb, home string, c Cache, sinks map[string]config.Sink, uni
 			t.Fatalf("sink %s: shipper is %T, want *blobShipper", x.name, x.ship)
 		}
 		f := &fakeShipper{lim: limits{rows: unitRows}}
-		x.ship = f
+		x.ship, x.lim = f, f.lim
 		fakes[x.name] = f
 	}
 	return d, fakes
