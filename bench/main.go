@@ -137,6 +137,19 @@ func tempCache(ctx context.Context, prefix string) (c *cache.Cache, home string,
 	return c, home, func() { c.Close(ctx); os.RemoveAll(home) }, nil
 }
 
+// fill ingests n bench rows into source in chunks, flushing each chunk to the tables.
+func fill(ctx context.Context, c *cache.Cache, source string, n, chunk int) error {
+	for i := 0; i < n; i += chunk {
+		if _, err := c.Ingest("logs", source, body(i, min(chunk, n-i))); err != nil {
+			return err
+		}
+		if err := c.Flush(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func scanBench(n int) error {
 	ctx := context.Background()
 	c, _, done, err := tempCache(ctx, "hyp-scan-")
@@ -144,13 +157,8 @@ func scanBench(n int) error {
 		return err
 	}
 	defer done()
-	for i := 0; i < n; i += 100_000 {
-		if _, err := c.Ingest("logs", "big", body(i, 100_000)); err != nil {
-			return err
-		}
-		if err := c.Flush(ctx); err != nil {
-			return err
-		}
+	if err := fill(ctx, c, "big", n, 100_000); err != nil {
+		return err
 	}
 	if _, err := c.Compact(ctx, true, nil); err != nil {
 		return err

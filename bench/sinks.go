@@ -31,12 +31,7 @@ func sinkBench(bin, minioBin string, n int) error {
 		return err
 	}
 	defer done()
-	for i := 0; i < n; i += 100_000 {
-		if _, err := c.Ingest("logs", "bench", body(i, min(100_000, n-i))); err != nil {
-			return err
-		}
-	}
-	if err := c.Flush(ctx); err != nil {
+	if err := fill(ctx, c, "bench", n, 100_000); err != nil {
 		return err
 	}
 	fmt.Printf("sinks: %d rows of %d bytes in one partition\n", n, len(body(0, 1)))
@@ -99,13 +94,8 @@ func tickBench(n int) error {
 	}
 	defer done()
 	start := time.Now()
-	for i := 0; i < n; i += 500_000 {
-		if _, err := c.Ingest("logs", "big", body(i, min(500_000, n-i))); err != nil {
-			return err
-		}
-		if err := c.Flush(ctx); err != nil {
-			return err
-		}
+	if err := fill(ctx, c, "big", n, 500_000); err != nil {
+		return err
 	}
 	if _, err := c.Compact(ctx, true, nil); err != nil {
 		return err
