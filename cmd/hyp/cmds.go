@@ -247,31 +247,101 @@ func statusCmd(g *globals) *cobra.Command {
 			}
 			_, derr := control.Dial(cmd.Context(), home.Socket(dir))
 			running := derr == nil
-			r, err := openReader(cmd.Context(), dir)
+			// A home with no cache yet is reported as it is, without creating it.
+			var sinks []sink.InstanceStatus
+			if _, err := os.Stat(home.Cache(dir)); err != nil {
+				for _, name := range sinkNames(cfg) {
+					sinks = append(sinks, sink.InstanceStatus{Instance: name, Type: cfg.Sinks[name].Type})
+				}
+			} else if err := withAPI(cmd.Context(), dir, func(api control.API) error {
+				sinks, err = api.SinkStatus(cmd.Context(), "")
+				return err
+			}); err != nil {
+				return err
+			}
+			r, err := cache.OpenReader(cmd.Context(), home.Cache(dir))
 			if err != nil {
 				return err
 			}
 			st := r.Status()
-			sinks := sinkNames(cfg)
+			summary := summarizeSinks(sinks)
 			if asJSON {
 				return printJSON(os.Stdout, map[string]any{
 					"home":     dir,
 					"daemon":   map[string]any{"running": running, "listen": cfg.Ingest.Listen},
 					"datasets": cacheStatusJSON(st),
-					"sinks":    sinks,
+					"sinks":    summary,
 				})
 			}
 			state := "not running"
 			if running {
 				state = "running (ingest on " + cfg.Ingest.Listen + ")"
 			}
-			fmt.Printf("home:    %s\ndaemon:  %s\nsinks:   %s\n\n", dir, state, strings.Join(sinks, ", "))
+			fmt.Printf("home:    %s\ndaemon:  %s\n\n", dir, state)
 			printCacheStatus(os.Stdout, st)
-			return nil
+			fmt.Println()
+			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "SINK\tTYPE\tPARTITIONS\tLAG ROWS\tOLDEST UNEXPORTED\tLAST EXPORT\tGAPS\tERRORS")
+			for _, s := range summary {
+				age, last := "-", "-"
+				if s.LagRows > 0 {
+					age = (time.Duration(s.OldestUnexportedAgeSeconds) * time.Second).String()
+				}
+				if s.LastExportAt != nil {
+					last = s.LastExportAt.Format(time.RFC3339)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%d\t%d\n", s.Instance, s.Type, s.Partitions, s.LagRows, age, last, s.Gaps, len(s.Errors))
+			}
+			return tw.Flush()
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "machine output")
 	return cmd
+}
+
+// sinkSummary is one sink at a glance in `hyp status`.
+type sinkSummary struct {
+	Instance                   string     `json:"instance"`
+	Type                       string     `json:"type"`
+	Partitions                 int        `json:"partitions"`
+	LagRows                    int64      `json:"lag_rows"`
+	ExportedRows               int64      `json:"exported_rows"`
+	OldestUnexportedAgeSeconds float64    `json:"oldest_unexported_age_seconds"`
+	LastExportAt               *time.Time `json:"last_export_at"`
+	Gaps                       int        `json:"gaps"`
+	GapRows                    int64      `json:"gap_rows"`
+	WithheldRows               int64      `json:"withheld_rows"`
+	Quarantined                int        `json:"quarantined"`
+	Errors                     []string   `json:"errors"`
+}
+
+func summarizeSinks(st []sink.InstanceStatus) []sinkSummary {
+	out := []sinkSummary{}
+	for _, is := range st {
+		s := sinkSummary{Instance: is.Instance, Type: is.Type, Partitions: len(is.Partitions), Errors: []string{}}
+		if is.Error != "" {
+			s.Errors = append(s.Errors, is.Error)
+		}
+		for _, p := range is.Partitions {
+			s.LagRows += p.LagRows
+			s.ExportedRows += p.ExportedRows
+			s.OldestUnexportedAgeSeconds = max(s.OldestUnexportedAgeSeconds, p.OldestUnexportedAgeSeconds)
+			if p.LastExportAt != nil && (s.LastExportAt == nil || p.LastExportAt.After(*s.LastExportAt)) {
+				s.LastExportAt = p.LastExportAt
+			}
+			s.Gaps += len(p.Gaps)
+			for _, g := range p.Gaps {
+				s.GapRows += g.Rows
+			}
+			s.WithheldRows += p.WithheldRows
+			s.Quarantined += len(p.Quarantined)
+			if p.LastError != "" {
+				s.Errors = append(s.Errors, p.Dataset+" "+p.Partition+": "+p.LastError)
+			}
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 func sinkNames(cfg *config.Config) []string {
@@ -375,9 +445,11 @@ func cacheCmd(g *globals) *cobra.Command {
 				out := []map[string]any{}
 				for _, r := range res {
 					m := map[string]any{"dataset": r.Dataset, "partition": r.Partition, "through_seq": r.ThroughSeq, "deleted_rows": r.DeletedRows, "held_rows": r.HeldRows, "held_for": nonNil(r.HeldFor)}
-					if r.ForcedRows > 0 {
-						m["forced_loss"] = map[string]any{"from_seq": r.ForcedFrom, "to_seq": r.ForcedTo, "rows": r.ForcedRows}
+					losses := []map[string]any{}
+					for _, l := range r.Losses {
+						losses = append(losses, map[string]any{"sink": l.Consumer, "from_seq": l.First, "to_seq": l.Last, "rows": l.Rows})
 					}
+					m["unexported_deleted_rows"], m["forced_losses"] = r.ForcedRows, losses
 					out = append(out, m)
 				}
 				return printJSON(os.Stdout, map[string]any{"dry_run": dryRun, "partitions": out})
@@ -391,8 +463,8 @@ func cacheCmd(g *globals) *cobra.Command {
 				if r.HeldRows > 0 {
 					fmt.Printf(", held %d expired rows for %s", r.HeldRows, strings.Join(r.HeldFor, ", "))
 				}
-				if r.ForcedRows > 0 {
-					fmt.Printf(", max_age forced loss of unexported seq %d..%d (%d rows)", r.ForcedFrom, r.ForcedTo, r.ForcedRows)
+				for _, l := range r.Losses {
+					fmt.Printf(", max_age forces out seq %d..%d (%d rows) that %s has not exported", l.First, l.Last, l.Rows, l.Consumer)
 				}
 				fmt.Println()
 			}
@@ -550,7 +622,7 @@ func sinkCmd(g *globals) *cobra.Command {
 		},
 	}
 	list.Flags().BoolVar(&asJSON, "json", false, "machine output")
-	cmd.AddCommand(list, sinkRunCmd(g))
+	cmd.AddCommand(list, sinkStatusCmd(g), sinkRunCmd(g), sinkRewindCmd(g))
 	return cmd
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -124,7 +123,7 @@ func (c *Cache) compactPartition(ctx context.Context, p *Partition, force bool) 
 		return res, nil
 	}
 	n, _ := genNumber(old.name)
-	g, err := createGeneration(ctx, c.cat, c.tables.dir, c.tables.namespace(p), n+1, newTableSchema(old.columns()), old.maxSeq)
+	g, err := createGeneration(ctx, c.cat, c.tables.dir, c.tables.namespace(p), n+1, newTableSchema(old.columns()), old.marks)
 	if err != nil {
 		return res, err
 	}
@@ -170,7 +169,7 @@ func (g *generation) fill(ctx context.Context, old *generation, settledRows int6
 		return nil, err
 	}
 	tx := g.tbl.NewTransaction()
-	if err := tx.SetProperties(iceberg.Properties{propMaxSeq: strconv.FormatInt(old.maxSeq, 10)}); err != nil {
+	if err := tx.SetProperties(old.marks.props()); err != nil {
 		return nil, err
 	}
 	dataDir := filepath.Join(g.dir, "data")

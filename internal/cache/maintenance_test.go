@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -180,8 +181,8 @@ func TestPruneHoldsForFloorAndReportsForcedGap(t *testing.T) {
 	pol := PrunePolicy{
 		Retention:    func(string) time.Duration { return 24 * time.Hour },
 		HoldForSinks: true,
-		Floor: func(ds, p string) Floor {
-			return Floor{Seq: floorSeq, Holders: []string{"central"}}
+		Consumers: func(ds, p string) []Consumer {
+			return []Consumer{{"central", floorSeq}, {"archive", old.FirstSeq + 7}, {"fresh", mid.LastSeq}}
 		},
 		DryRun: true,
 	}
@@ -189,7 +190,7 @@ func TestPruneHoldsForFloorAndReportsForcedGap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res) != 1 || res[0].DeletedRows != 5 || res[0].HeldRows != 15 || res[0].ThroughSeq != floorSeq || res[0].HeldFor[0] != "central" {
+	if len(res) != 1 || res[0].DeletedRows != 5 || res[0].HeldRows != 15 || res[0].ThroughSeq != floorSeq || !slices.Equal(res[0].HeldFor, []string{"archive", "central"}) {
 		t.Fatalf("dry run %+v", res)
 	}
 	assertIDs(t, c, "a", 30) // dry run changed nothing
@@ -201,15 +202,24 @@ func TestPruneHoldsForFloorAndReportsForcedGap(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := res[0]
-	if r.DeletedRows != 10 || r.ForcedRows != 5 || r.ForcedFrom != floorSeq+1 || r.ForcedTo != old.LastSeq {
-		t.Fatalf("forced prune %+v", r)
+	wantLosses := []Loss{{"central", floorSeq + 1, old.LastSeq, 5}, {"archive", old.FirstSeq + 8, old.LastSeq, 2}}
+	if r.DeletedRows != 10 || r.ForcedRows != 5 || !slices.Equal(r.Losses, wantLosses) {
+		t.Fatalf("forced prune %+v, want losses %+v", r, wantLosses)
 	}
+	ps, err := c.Positions("logs", "source=a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps.PrunedThrough != old.LastSeq || !ps.PrunedAt.Equal(now.Add(-5*24*time.Hour)) {
+		t.Fatalf("pruned mark %d at %v, want %d at %v", ps.PrunedThrough, ps.PrunedAt, old.LastSeq, now.Add(-5*24*time.Hour))
+	}
+	ps.Release()
 	seqs := assertIDs(t, c, "a", 20)
 	if seqs[0] != mid.FirstSeq {
 		t.Fatalf("first surviving seq %d, want %d", seqs[0], mid.FirstSeq)
 	}
 	// Without holders, retention takes everything older than a day, trimming by row.
-	pol.Floor, pol.MaxAge = nil, 0
+	pol.Consumers, pol.MaxAge = nil, 0
 	if res, err = c.Prune(ctx, pol); err != nil || res[0].DeletedRows != 10 {
 		t.Fatalf("prune %+v %v", res, err)
 	}

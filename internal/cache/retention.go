@@ -2,13 +2,16 @@ package cache
 
 import (
 	"context"
-	"fmt"
-	"sort"
+	"slices"
 	"time"
-
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 )
+
+// Consumer is a reader of a partition that retention waits for: every row with seq above
+// Seq is still to be read by it (a sink and its watermark).
+type Consumer struct {
+	Name string
+	Seq  int64
+}
 
 // Floor is how far a partition may be pruned on behalf of its consumers: rows with seq
 // above Seq are still needed by the consumers named in Holders. Seq < 0 means no consumer
@@ -21,17 +24,40 @@ type Floor struct {
 // NoFloor holds nothing back.
 var NoFloor = Floor{Seq: -1}
 
+// LowestOf is the floor the consumers set together: the lowest position, and who is there.
+func LowestOf(cs []Consumer) Floor {
+	f := NoFloor
+	for _, c := range cs {
+		switch {
+		case f.Seq < 0 || c.Seq < f.Seq:
+			f = Floor{Seq: c.Seq, Holders: []string{c.Name}}
+		case c.Seq == f.Seq:
+			f.Holders = append(f.Holders, c.Name)
+		}
+	}
+	return f
+}
+
 // PrunePolicy decides what a prune may delete. The cache applies it; it never invents one.
 type PrunePolicy struct {
 	// Retention returns how long rows of a dataset are kept by ingest time (0 = forever).
 	Retention func(dataset string) time.Duration
-	// HoldForSinks keeps rows above each partition's floor.
+	// HoldForSinks keeps rows above the lowest consumer position of each partition.
 	HoldForSinks bool
-	// MaxAge deletes rows older than this whatever the floor says (0 = never).
+	// MaxAge deletes rows older than this whatever the consumers say (0 = never).
 	MaxAge time.Duration
-	// Floor returns the partition's floor.
-	Floor  func(dataset, partition string) Floor
-	DryRun bool
+	// Consumers returns the partition's consumers and their positions.
+	Consumers func(dataset, partition string) []Consumer
+	DryRun    bool
+}
+
+// Loss is the exact range of rows a prune deleted (or would delete) before one consumer
+// read them: seqs First..Last inclusive, Rows rows. Only MaxAge causes one.
+type Loss struct {
+	Consumer string
+	First    int64
+	Last     int64
+	Rows     int64
 }
 
 // PruneResult is one partition's prune.
@@ -40,12 +66,12 @@ type PruneResult struct {
 	Partition   string
 	ThroughSeq  int64 // rows with seq <= ThroughSeq are (or would be) deleted; 0 = none
 	DeletedRows int64
-	HeldRows    int64 // expired by age but kept for the holders
-	HeldFor     []string
-	// ForcedFrom..ForcedTo is the seq range deleted by MaxAge although a consumer had not
-	// exported it yet; ForcedRows counts the rows in it.
-	ForcedFrom, ForcedTo int64
-	ForcedRows           int64
+	HeldRows    int64    // expired by age but kept for the holders
+	HeldFor     []string // consumers whose position kept expired rows
+	// ForcedRows counts deleted rows some consumer had not read; Losses says, per consumer,
+	// exactly which.
+	ForcedRows int64
+	Losses     []Loss
 }
 
 // Prune deletes expired rows from the front of every partition: whole files are dropped,
@@ -75,139 +101,93 @@ func (c *Cache) prunePartition(ctx context.Context, p *Partition, pol PrunePolic
 	g := p.gen
 	var ageCut int64 // largest seq old enough to expire by retention
 	if keep := pol.Retention(p.Dataset); keep > 0 {
-		s, err := g.lastSeqBefore(ctx, now.Add(-keep).UnixMicro())
+		s, err := lastSeqBefore(ctx, g.files, now.Add(-keep).UnixMicro())
 		if err != nil {
 			return res, err
 		}
 		ageCut = s
 	}
 	cut := ageCut
-	floor := NoFloor
-	if pol.Floor != nil {
-		floor = pol.Floor(p.Dataset, p.Name())
+	var consumers []Consumer
+	if pol.Consumers != nil {
+		consumers = pol.Consumers(p.Dataset, p.Name())
 	}
+	floor := LowestOf(consumers)
 	if pol.HoldForSinks && floor.Seq >= 0 && cut > floor.Seq {
 		cut = floor.Seq
-		res.HeldFor = floor.Holders
+		for _, c := range consumers {
+			if c.Seq < ageCut {
+				res.HeldFor = append(res.HeldFor, c.Name)
+			}
+		}
+		slices.Sort(res.HeldFor)
 	}
 	if pol.MaxAge > 0 {
-		forced, err := g.lastSeqBefore(ctx, now.Add(-pol.MaxAge).UnixMicro())
+		forced, err := lastSeqBefore(ctx, g.files, now.Add(-pol.MaxAge).UnixMicro())
 		if err != nil {
 			return res, err
 		}
 		cut = max(cut, forced)
 	}
 	var err error
-	if res.DeletedRows, err = g.rowsThrough(ctx, cut); err != nil {
+	if res.DeletedRows, err = rowsBetween(ctx, g.files, 0, cut); err != nil {
 		return res, err
 	}
 	if ageCut > cut {
-		all, err := g.rowsThrough(ctx, ageCut)
+		all, err := rowsBetween(ctx, g.files, 0, ageCut)
 		if err != nil {
 			return res, err
 		}
 		res.HeldRows = all - res.DeletedRows
 	}
-	// Whatever goes above the floor was never exported by some consumer: that exact range
-	// is reported so it becomes a recorded gap, never a silent loss.
-	if floor.Seq >= 0 && cut > floor.Seq {
-		below, err := g.rowsThrough(ctx, floor.Seq)
-		if err != nil {
-			return res, err
-		}
-		if res.ForcedRows = res.DeletedRows - below; res.ForcedRows > 0 {
-			res.ForcedFrom, res.ForcedTo = floor.Seq+1, cut
-			res.HeldFor = floor.Holders
-		}
-	}
 	if res.DeletedRows == 0 {
 		return res, nil
+	}
+	// Whatever goes above a consumer's position was never read by it: that exact range is
+	// reported so it becomes a recorded gap, never a silent loss.
+	if floor.Seq >= 0 && cut > floor.Seq {
+		if res.ForcedRows, err = rowsBetween(ctx, g.files, floor.Seq, cut); err != nil {
+			return res, err
+		}
+		for _, c := range consumers {
+			l, err := g.loss(ctx, c, cut)
+			if err != nil {
+				return res, err
+			}
+			if l.Rows > 0 {
+				res.Losses = append(res.Losses, l)
+			}
+		}
 	}
 	res.ThroughSeq = cut
 	if pol.DryRun {
 		return res, nil
 	}
-	if err := g.deleteThrough(ctx, cut); err != nil {
+	last, ok, err := lastThrough(ctx, g.files, cut)
+	if err != nil || !ok {
 		return res, err
 	}
-	return res, nil
+	return res, g.deleteThrough(ctx, cut, last.IngestedAt)
 }
 
-// lastSeqBefore returns the largest seq ingested before t (µs), 0 if none. Ingest times
-// never decrease with seq, so whole files answer from their bounds and only the boundary
-// file is read, and only its two internal columns.
-func (g *generation) lastSeqBefore(ctx context.Context, t int64) (int64, error) {
-	var last int64
-	for _, f := range g.files {
-		if f.MaxIngestedAt < t {
-			last = f.MaxSeq
-			continue
-		}
-		if f.MinIngestedAt >= t {
-			break
-		}
-		err := readInternal(ctx, f.Path, func(seqs, times []int64) bool {
-			i := sort.Search(len(times), func(i int) bool { return times[i] >= t })
-			if i > 0 {
-				last = seqs[i-1]
-			}
-			return i == len(times)
-		})
-		if err != nil {
-			return 0, err
-		}
-		break
+// loss is what deleting every row up to cut takes from c.
+func (g *generation) loss(ctx context.Context, c Consumer, cut int64) (Loss, error) {
+	l := Loss{Consumer: c.Name}
+	if c.Seq >= cut {
+		return l, nil
 	}
-	return last, nil
-}
-
-// rowsThrough counts rows with seq <= cut.
-func (g *generation) rowsThrough(ctx context.Context, cut int64) (int64, error) {
-	var n int64
-	for _, f := range g.files {
-		if f.MaxSeq <= cut {
-			n += f.Rows
-			continue
-		}
-		if f.MinSeq > cut {
-			break
-		}
-		err := readInternal(ctx, f.Path, func(seqs, _ []int64) bool {
-			i := sort.Search(len(seqs), func(i int) bool { return seqs[i] > cut })
-			n += int64(i)
-			return i == len(seqs)
-		})
-		if err != nil {
-			return 0, err
-		}
-		break
+	n, err := rowsBetween(ctx, g.files, c.Seq, cut)
+	if err != nil || n == 0 {
+		return l, err
 	}
-	return n, nil
-}
-
-// readInternal feeds a file's seq and ingest-time columns to fn batch by batch until fn
-// returns false.
-func readInternal(ctx context.Context, path string, fn func(seqs, times []int64) bool) error {
-	var st ScanStats
-	sc := arrow.NewSchema([]arrow.Field{
-		{Name: SeqColumn, Type: TypeLong.arrow()},
-		{Name: IngestedAtColumn, Type: TypeTimestamp.arrow()},
-	}, nil)
-	stop := fmt.Errorf("stop")
-	err := scanFile(ctx, path, sc, 0, 1<<62, &st, func(rec arrow.RecordBatch) error {
-		seqs := rec.Column(0).(*array.Int64).Int64Values()
-		ts := rec.Column(1).(*array.Timestamp).TimestampValues()
-		times := make([]int64, len(ts))
-		for i, v := range ts {
-			times[i] = int64(v)
-		}
-		if !fn(seqs, times) {
-			return stop
-		}
-		return nil
-	})
-	if err == stop {
-		return nil
+	first, _, err := firstAfter(ctx, g.files, c.Seq)
+	if err != nil {
+		return l, err
 	}
-	return err
+	last, _, err := lastThrough(ctx, g.files, cut)
+	if err != nil {
+		return l, err
+	}
+	l.First, l.Last, l.Rows = first.Seq, last.Seq, n
+	return l, nil
 }

@@ -38,6 +38,7 @@ type pinned struct {
 	files  []FileInfo
 	schema *arrow.Schema // current table schema, no field ids
 	head   int64
+	marks  marks
 	lock   *fsutil.Lock
 }
 
@@ -52,7 +53,7 @@ func (p *Partition) pin(since, until int64) (*pinned, error) {
 		return &pinned{}, nil
 	}
 	g := p.gen
-	v := &pinned{head: g.maxSeq}
+	v := &pinned{head: g.maxSeq, marks: g.marks}
 	// Files are sorted and disjoint in seq, so the candidates are one contiguous run.
 	lo := sort.Search(len(g.files), func(i int) bool { return g.files[i].MaxSeq > since })
 	for i := lo; i < len(g.files) && g.files[i].MinSeq <= until; i++ {
@@ -142,7 +143,14 @@ func scanFile(ctx context.Context, path string, out *arrow.Schema, since, until 
 	if err != nil {
 		return err
 	}
-	rr, err := fr.GetRecordReader(ctx, nil, groups)
+	// Only the columns out asks for are decoded: a position question reads two of them.
+	var cols []int
+	for _, f := range out.Fields() {
+		if i := md.Schema.ColumnIndexByName(f.Name); i >= 0 {
+			cols = append(cols, i)
+		}
+	}
+	rr, err := fr.GetRecordReader(ctx, cols, groups)
 	if err != nil {
 		return err
 	}

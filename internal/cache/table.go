@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -30,6 +31,12 @@ const (
 	// holds. Replay skips rows at or below it, which makes replay after a crash between a
 	// table commit and the release of the log idempotent.
 	propMaxSeq = "hyp.max-seq"
+	// propPrunedThrough and propPrunedAt record, in the commit that deletes them, the highest
+	// seq retention ever removed and the ingest time (µs) of that row, so that a question
+	// about rows no longer cached ("is anything missing below this seq or before this time?")
+	// has an exact answer after the rows are gone.
+	propPrunedThrough = "hyp.pruned-through-seq"
+	propPrunedAt      = "hyp.pruned-through-ingested-at"
 	// rowGroupRows bounds a row group so that per-row-group seq statistics prune finely.
 	rowGroupRows = 65536
 )
@@ -63,13 +70,29 @@ type FileInfo struct {
 // generation is one Iceberg table directory holding a partition's rows. Compaction writes a
 // new generation and swaps it in; the old one is removed once no reader holds it.
 type generation struct {
-	name   string // gen-%08d
-	dir    string
-	ident  table.Identifier
-	cat    *hadoop.Catalog
-	tbl    *table.Table
-	files  []FileInfo // sorted by MinSeq; files never overlap in seq
-	maxSeq int64      // highest seq ever committed, from the table property
+	name  string // gen-%08d
+	dir   string
+	ident table.Identifier
+	cat   *hadoop.Catalog
+	tbl   *table.Table
+	files []FileInfo // sorted by MinSeq; files never overlap in seq
+	marks
+}
+
+// marks are a generation's bounds kept as table properties, carried into every new
+// generation by compaction.
+type marks struct {
+	maxSeq        int64 // highest seq ever committed
+	prunedThrough int64 // every row with seq <= prunedThrough was deleted by retention
+	prunedAt      int64 // ingest time (µs) of the row at prunedThrough
+}
+
+func (m marks) props() iceberg.Properties {
+	return iceberg.Properties{
+		propMaxSeq:        strconv.FormatInt(m.maxSeq, 10),
+		propPrunedThrough: strconv.FormatInt(m.prunedThrough, 10),
+		propPrunedAt:      strconv.FormatInt(m.prunedAt, 10),
+	}
 }
 
 func genName(n int) string { return fmt.Sprintf("gen-%08d", n) }
@@ -102,15 +125,15 @@ func ensureNamespace(ctx context.Context, cat *hadoop.Catalog, ns table.Identifi
 }
 
 // createGeneration makes an empty table generation with the given schema.
-func createGeneration(ctx context.Context, cat *hadoop.Catalog, warehouse string, ns table.Identifier, n int, sc *iceberg.Schema, maxSeq int64) (*generation, error) {
+func createGeneration(ctx context.Context, cat *hadoop.Catalog, warehouse string, ns table.Identifier, n int, sc *iceberg.Schema, m marks) (*generation, error) {
 	if err := ensureNamespace(ctx, cat, ns); err != nil {
 		return nil, err
 	}
 	name := genName(n)
 	ident := append(slices.Clone(ns), name)
 	dir := filepath.Join(append([]string{warehouse}, ident...)...)
-	props := maps(tableProps)
-	props[propMaxSeq] = strconv.FormatInt(maxSeq, 10)
+	props := maps.Clone(tableProps)
+	maps.Copy(props, m.props())
 	// iceberg-go joins file names onto the table location as a URL; a plain path with a
 	// space, '%', '?', '#' or non-ASCII would come back escaped or cut, and the files would
 	// land elsewhere. Escaped file:// URIs round-trip through its LocalFS.
@@ -120,15 +143,7 @@ func createGeneration(ctx context.Context, cat *hadoop.Catalog, warehouse string
 	if err != nil {
 		return nil, fmt.Errorf("create table %v: %w", ident, err)
 	}
-	return &generation{name: name, dir: dir, ident: ident, cat: cat, tbl: tbl, maxSeq: maxSeq}, nil
-}
-
-func maps(p iceberg.Properties) iceberg.Properties {
-	out := make(iceberg.Properties, len(p)+1)
-	for k, v := range p {
-		out[k] = v
-	}
-	return out
+	return &generation{name: name, dir: dir, ident: ident, cat: cat, tbl: tbl, marks: m}, nil
 }
 
 // loadGeneration opens an existing generation and reads its live file list once.
@@ -145,24 +160,30 @@ func loadGeneration(ctx context.Context, cat *hadoop.Catalog, warehouse string, 
 	return g, nil
 }
 
-func (g *generation) readMaxSeq() error {
-	v := g.tbl.Properties()[propMaxSeq]
-	if v == "" {
-		g.maxSeq = 0
-		return nil
+func (g *generation) readMarks() error {
+	props := g.tbl.Properties()
+	for _, f := range []struct {
+		key string
+		dst *int64
+	}{{propMaxSeq, &g.maxSeq}, {propPrunedThrough, &g.prunedThrough}, {propPrunedAt, &g.prunedAt}} {
+		v := props[f.key]
+		if v == "" {
+			*f.dst = 0
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("table %v: bad %s %q", g.ident, f.key, v)
+		}
+		*f.dst = n
 	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		return fmt.Errorf("table %v: bad %s %q", g.ident, propMaxSeq, v)
-	}
-	g.maxSeq = n
 	return nil
 }
 
 // reload rebuilds the file index from the current snapshot's manifests. It costs one read
 // of every manifest, so it runs only at open and after rewrites (retention), never per tick.
 func (g *generation) reload(ctx context.Context) error {
-	if err := g.readMaxSeq(); err != nil {
+	if err := g.readMarks(); err != nil {
 		return err
 	}
 	g.files = g.files[:0]
@@ -314,8 +335,16 @@ func (g *generation) addColumns(ctx context.Context, cols []Column) error {
 
 // deleteThrough removes every row with seq <= cut. Whole files go; the boundary file is
 // rewritten (copy-on-write), so the table never holds delete files.
-func (g *generation) deleteThrough(ctx context.Context, cut int64) error {
+// The cut and its row's ingest time become the generation's pruned mark in the same commit.
+func (g *generation) deleteThrough(ctx context.Context, cut, cutAt int64) error {
 	tx := g.tbl.NewTransaction()
+	m := g.marks
+	if cut > m.prunedThrough {
+		m.prunedThrough, m.prunedAt = cut, max(m.prunedAt, cutAt)
+	}
+	if err := tx.SetProperties(m.props()); err != nil {
+		return fmt.Errorf("table %v: %w", g.ident, err)
+	}
 	if err := tx.Delete(ctx, iceberg.LessThanEqual(iceberg.Reference(SeqColumn), cut), nil); err != nil {
 		return fmt.Errorf("table %v: delete seq <= %d: %w", g.ident, cut, err)
 	}

@@ -30,6 +30,8 @@ type API interface {
 	Prune(ctx context.Context, dryRun bool) ([]cache.PruneResult, error)
 	Ingest(ctx context.Context, dataset, source string, body []byte) (cache.Result, error)
 	RunSinks(ctx context.Context, instance string) ([]sink.RunResult, error)
+	SinkStatus(ctx context.Context, instance string) ([]sink.InstanceStatus, error)
+	Rewind(ctx context.Context, req sink.RewindRequest) (sink.RewindResult, error)
 }
 
 // Local adapts a Node opened by the CLI itself.
@@ -49,6 +51,13 @@ func (l Local) RunSinks(ctx context.Context, instance string) ([]sink.RunResult,
 	return l.N.RunSinks(ctx, instance)
 }
 
+func (l Local) SinkStatus(ctx context.Context, instance string) ([]sink.InstanceStatus, error) {
+	return l.N.SinkStatus(ctx, instance)
+}
+func (l Local) Rewind(ctx context.Context, req sink.RewindRequest) (sink.RewindResult, error) {
+	return l.N.Rewind(ctx, req)
+}
+
 type errorBody struct {
 	Error   string `json:"error"`
 	Line    int    `json:"line,omitempty"`
@@ -59,7 +68,7 @@ type pruneRequest struct {
 	DryRun bool `json:"dry_run"`
 }
 
-type sinkRunRequest struct {
+type instanceRequest struct {
 	Instance string `json:"instance"`
 }
 
@@ -99,8 +108,7 @@ func Handler(n *node.Node, ingest http.Handler) http.Handler {
 	})
 	mux.HandleFunc("POST /v1/compact", func(w http.ResponseWriter, r *http.Request) {
 		var req node.CompactRequest
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-			writeJSON(w, 400, errorBody{Error: "bad_request", Message: err.Error()})
+		if !decode(w, r, &req) {
 			return
 		}
 		res, err := n.Compact(r.Context(), req)
@@ -112,8 +120,7 @@ func Handler(n *node.Node, ingest http.Handler) http.Handler {
 	})
 	mux.HandleFunc("POST /v1/prune", func(w http.ResponseWriter, r *http.Request) {
 		var req pruneRequest
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-			writeJSON(w, 400, errorBody{Error: "bad_request", Message: err.Error()})
+		if !decode(w, r, &req) {
 			return
 		}
 		res, err := n.Prune(r.Context(), req.DryRun)
@@ -124,23 +131,62 @@ func Handler(n *node.Node, ingest http.Handler) http.Handler {
 		writeJSON(w, 200, res)
 	})
 	mux.HandleFunc("POST /v1/sinks/run", func(w http.ResponseWriter, r *http.Request) {
-		var req sinkRunRequest
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-			writeJSON(w, 400, errorBody{Error: "bad_request", Message: err.Error()})
+		var req instanceRequest
+		if !decode(w, r, &req) {
 			return
 		}
 		res, err := n.RunSinks(r.Context(), req.Instance)
-		if errors.Is(err, sink.ErrUnknownSink) {
-			writeJSON(w, 404, errorBody{Error: "unknown_sink", Message: err.Error()})
+		reply(w, res, err)
+	})
+	mux.HandleFunc("POST /v1/sinks/status", func(w http.ResponseWriter, r *http.Request) {
+		var req instanceRequest
+		if !decode(w, r, &req) {
 			return
 		}
-		if err != nil {
-			writeErr(w, err)
+		res, err := n.SinkStatus(r.Context(), req.Instance)
+		reply(w, res, err)
+	})
+	mux.HandleFunc("POST /v1/sinks/rewind", func(w http.ResponseWriter, r *http.Request) {
+		var req sink.RewindRequest
+		if !decode(w, r, &req) {
 			return
 		}
-		writeJSON(w, 200, res)
+		res, err := n.Rewind(r.Context(), req)
+		if errors.Is(err, sink.ErrRewindGap) {
+			// The refusal carries the plan, so the caller can show what is missing.
+			writeJSON(w, 409, rewindRefusal{errorBody: errorBody{Error: "rewind_gap", Message: err.Error()}, Plan: res})
+			return
+		}
+		reply(w, res, err)
 	})
 	return mux
+}
+
+type rewindRefusal struct {
+	errorBody
+	Plan sink.RewindResult `json:"plan"`
+}
+
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	if err := json.NewDecoder(r.Body).Decode(v); err != nil {
+		writeJSON(w, 400, errorBody{Error: "bad_request", Message: err.Error()})
+		return false
+	}
+	return true
+}
+
+// reply writes a sink operation's result, or its error with a kind the client maps back.
+func reply(w http.ResponseWriter, v any, err error) {
+	switch {
+	case errors.Is(err, sink.ErrUnknownSink):
+		writeJSON(w, 404, errorBody{Error: "unknown_sink", Message: err.Error()})
+	case errors.Is(err, sink.ErrBadRewind):
+		writeJSON(w, 422, errorBody{Error: "bad_rewind", Message: err.Error()})
+	case err != nil:
+		writeErr(w, err)
+	default:
+		writeJSON(w, 200, v)
+	}
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -202,8 +248,18 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, ctype
 		if resp.StatusCode == 400 || resp.StatusCode == 413 {
 			return &cache.InputError{Kind: eb.Error, Line: eb.Line, Msg: eb.Message}
 		}
-		if eb.Error == "unknown_sink" {
+		switch eb.Error {
+		case "unknown_sink":
 			return fmt.Errorf("%w: %s", sink.ErrUnknownSink, eb.Message)
+		case "bad_rewind":
+			return fmt.Errorf("%w: %s", sink.ErrBadRewind, eb.Message)
+		case "rewind_gap":
+			var rr rewindRefusal
+			_ = json.Unmarshal(data, &rr)
+			if p, ok := out.(*sink.RewindResult); ok {
+				*p = rr.Plan
+			}
+			return fmt.Errorf("%w: %s", sink.ErrRewindGap, eb.Message)
 		}
 		return fmt.Errorf("daemon: %s: %s", eb.Error, eb.Message)
 	}
@@ -248,7 +304,20 @@ func (c *Client) Ingest(ctx context.Context, dataset, source string, body []byte
 }
 
 func (c *Client) RunSinks(ctx context.Context, instance string) ([]sink.RunResult, error) {
-	b, _ := json.Marshal(sinkRunRequest{Instance: instance})
+	b, _ := json.Marshal(instanceRequest{Instance: instance})
 	var out []sink.RunResult
 	return out, c.do(ctx, "POST", "/v1/sinks/run", b, "application/json", &out)
+}
+
+func (c *Client) SinkStatus(ctx context.Context, instance string) ([]sink.InstanceStatus, error) {
+	b, _ := json.Marshal(instanceRequest{Instance: instance})
+	var out []sink.InstanceStatus
+	return out, c.do(ctx, "POST", "/v1/sinks/status", b, "application/json", &out)
+}
+
+func (c *Client) Rewind(ctx context.Context, req sink.RewindRequest) (sink.RewindResult, error) {
+	b, _ := json.Marshal(req)
+	var out sink.RewindResult
+	err := c.do(ctx, "POST", "/v1/sinks/rewind", b, "application/json", &out)
+	return out, err
 }

@@ -6,7 +6,10 @@ package node
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +28,11 @@ type Node struct {
 	Sinks *sink.Driver
 	Reg   *prometheus.Registry
 	log   *slog.Logger
+
+	// positions serialises retention with rewinds: a rewind is checked against what
+	// retention removed, and retention decides from the watermarks, so neither may act on
+	// what the other is changing.
+	positions sync.Mutex
 
 	compactions    *prometheus.CounterVec
 	retentionRows  *prometheus.CounterVec
@@ -98,34 +106,55 @@ func (n *Node) Compact(ctx context.Context, req CompactRequest) ([]cache.Compact
 	return res, err
 }
 
-// Prune applies retention now (or reports what it would do).
+// Prune applies retention now (or reports what it would do). Rows max_age removes before
+// a sink exported them become a gap on that sink's watermark, with the exact seq range.
 func (n *Node) Prune(ctx context.Context, dryRun bool) ([]cache.PruneResult, error) {
 	if err := n.Cache.Flush(ctx); err != nil {
 		return nil, err
 	}
+	n.positions.Lock()
+	defer n.positions.Unlock()
 	r := n.Cfg.Cache.Retention
 	res, err := n.Cache.Prune(ctx, cache.PrunePolicy{
 		Retention:    n.Cfg.RetentionFor,
 		HoldForSinks: r.HoldForSinks,
 		MaxAge:       time.Duration(r.MaxAge),
-		Floor:        n.Sinks.Floor,
+		Consumers:    n.Sinks.Consumers,
 		DryRun:       dryRun,
 	})
 	if dryRun {
 		return res, err
 	}
+	var errs []error
 	for _, p := range res {
 		if p.DeletedRows > 0 {
 			n.retentionRows.WithLabelValues(p.Dataset).Add(float64(p.DeletedRows))
 			n.log.Info("retention pruned partition", "dataset", p.Dataset, "partition", p.Partition, "through_seq", p.ThroughSeq, "rows", p.DeletedRows, "held_rows", p.HeldRows)
 		}
-		for _, s := range p.HeldFor {
-			if p.ForcedRows > 0 {
-				n.unexportedRows.WithLabelValues(s, p.Dataset).Add(float64(p.ForcedRows))
-			}
+		for _, l := range p.Losses {
+			n.unexportedRows.WithLabelValues(l.Consumer, p.Dataset).Add(float64(l.Rows))
+			errs = append(errs, n.Sinks.RecordLoss(p.Dataset, p.Partition, l, fmt.Sprintf("deleted by retention max_age %s before export", time.Duration(r.MaxAge))))
 		}
 	}
-	return res, err
+	return res, errors.Join(append(errs, err)...)
+}
+
+// SinkStatus reports where sinks stand, after making every acknowledged row visible.
+func (n *Node) SinkStatus(ctx context.Context, instance string) ([]sink.InstanceStatus, error) {
+	if err := n.Cache.Flush(ctx); err != nil {
+		return nil, err
+	}
+	return n.Sinks.Status(ctx, instance)
+}
+
+// Rewind moves a sink's watermarks (or says how it would), never while retention runs.
+func (n *Node) Rewind(ctx context.Context, req sink.RewindRequest) (sink.RewindResult, error) {
+	if err := n.Cache.Flush(ctx); err != nil {
+		return sink.RewindResult{}, err
+	}
+	n.positions.Lock()
+	defer n.positions.Unlock()
+	return n.Sinks.Rewind(ctx, req)
 }
 
 // cacheCollector reports per-partition gauges at scrape time from the cache's in-memory

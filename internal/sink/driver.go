@@ -51,7 +51,11 @@ type Options struct {
 // Driver runs every sink instance of a home.
 type Driver struct {
 	store *watermark.Store
+	cache Cache
 	insts []*instance
+	log   *slog.Logger
+	now   func() time.Time
+	lag   lagMemo
 }
 
 type instance struct {
@@ -96,10 +100,10 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hyp_sink_export_failures_total", Help: "Export units that failed or were quarantined."}, []string{"sink"}),
 		withheld: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hyp_sink_withheld_rows_total", Help: "Rows a sink skipped and advanced past because withhold_sources matched."}, []string{"sink", "dataset"}),
 	}
+	d := &Driver{store: watermark.Open(filepath.Join(o.Home, "sinks"), log, now), cache: o.Cache, log: log, now: now}
 	if o.Registerer != nil {
-		o.Registerer.MustRegister(m.exported, m.failures, m.withheld)
+		o.Registerer.MustRegister(m.exported, m.failures, m.withheld, positionCollector{d})
 	}
-	d := &Driver{store: watermark.Open(filepath.Join(o.Home, "sinks"), log, now)}
 	names := make([]string, 0, len(o.Sinks))
 	for name := range o.Sinks {
 		names = append(names, name)
@@ -196,14 +200,9 @@ type RunResult struct {
 // RunNow runs instance (every instance when empty) now, waiting for a tick in progress to
 // finish first, and returns what each run did.
 func (d *Driver) RunNow(ctx context.Context, name string) ([]RunResult, error) {
-	var sel []*instance
-	for _, x := range d.insts {
-		if name == "" || x.name == name {
-			sel = append(sel, x)
-		}
-	}
-	if name != "" && len(sel) == 0 {
-		return nil, fmt.Errorf("%w %q (configured: %s)", ErrUnknownSink, name, strings.Join(d.Names(), ", "))
+	sel, err := d.selectInstances(name)
+	if err != nil {
+		return nil, err
 	}
 	out := []RunResult{}
 	for _, x := range sel {
@@ -296,10 +295,10 @@ func (x *instance) withheld(p Part) bool {
 	return false
 }
 
-// Floor is the lowest watermark of the instances covering dataset: retention must keep
-// every row above it. An instance with no watermark yet holds everything.
-func (d *Driver) Floor(dataset, part string) cache.Floor {
-	f := cache.NoFloor
+// Consumers are the instances covering dataset with their watermarks on part: retention
+// must keep every row above the lowest. An instance with no watermark yet holds everything.
+func (d *Driver) Consumers(dataset, part string) []cache.Consumer {
+	var out []cache.Consumer
 	for _, x := range d.insts {
 		if !x.covers(dataset) {
 			continue
@@ -308,14 +307,9 @@ func (d *Driver) Floor(dataset, part string) cache.Floor {
 		if err != nil {
 			st.Seq = 0 // unreadable: hold everything rather than guess
 		}
-		switch {
-		case f.Seq < 0 || st.Seq < f.Seq:
-			f = cache.Floor{Seq: st.Seq, Holders: []string{x.name}}
-		case st.Seq == f.Seq:
-			f.Holders = append(f.Holders, x.name)
-		}
+		out = append(out, cache.Consumer{Name: x.name, Seq: st.Seq})
 	}
-	return f
+	return out
 }
 
 // GatewayID is the stable id of this home as a forward sender, created once.

@@ -45,7 +45,7 @@ func TestBrokenSinkFailsRunsAndStillHoldsRows(t *testing.T) {
 		t.Fatalf("healthy sink run %+v", res[1])
 	}
 	// The healthy sink is past the row, the broken one is not: the row stays held for it.
-	if f := d.Floor("logs", "source=web"); f.Seq != 0 || len(f.Holders) != 1 || f.Holders[0] != "central" {
+	if f := cache.LowestOf(d.Consumers("logs", "source=web")); f.Seq != 0 || len(f.Holders) != 1 || f.Holders[0] != "central" {
 		t.Fatalf("Floor = %+v", f)
 	}
 }

@@ -14,11 +14,13 @@ import (
 	"github.com/hyp-project/hyp/internal/watermark"
 )
 
-// Cache is what the sinks read: committed rows by partition and seq.
+// Cache is what the sinks read: committed rows by partition and seq, and where seqs and
+// ingest times lie for status and rewinds.
 type Cache interface {
 	Flush(ctx context.Context) error
 	Status() []cache.PartitionStatus
 	Scan(ctx context.Context, dataset, partition string, since, until int64, fn func(arrow.RecordBatch) error) (cache.ScanStats, error)
+	Positions(dataset, partition string) (*cache.Positions, error)
 }
 
 // limits bound one export unit. Bytes are estimated from the Arrow buffers, which track

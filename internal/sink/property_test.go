@@ -212,13 +212,13 @@ func (m *propModel) Compact(t *rapid.T) {
 func (m *propModel) Prune(t *rapid.T) {
 	floors := map[string]int64{}
 	for _, ps := range m.c.Status() {
-		floors[ps.Partition] = m.d.Floor(ps.Dataset, ps.Partition).Seq
+		floors[ps.Partition] = cache.LowestOf(m.d.Consumers(ps.Dataset, ps.Partition)).Seq
 	}
 	m.clk.Advance(time.Hour)
 	res, err := m.c.Prune(m.ctx, cache.PrunePolicy{
 		Retention:    func(string) time.Duration { return time.Minute },
 		HoldForSinks: true,
-		Floor:        m.d.Floor,
+		Consumers: m.d.Consumers,
 	})
 	if err != nil {
 		t.Fatalf("prune: %v", err)
@@ -790,7 +790,7 @@ func TestConcurrentExportAndMaintenanceExactlyOnce(t *testing.T) {
 			res, err := c.Prune(ctx, cache.PrunePolicy{
 				Retention:    func(string) time.Duration { return time.Minute },
 				HoldForSinks: true,
-				Floor:        d.Floor,
+				Consumers: d.Consumers,
 			})
 			if err != nil {
 				errc <- fmt.Errorf("prune: %w", err)

@@ -1139,13 +1139,13 @@ func TestCompactionAndPruneBetweenRunsKeepExactlyOnce(t *testing.T) {
 						floors := map[string]int64{}
 						for _, src := range []string{"a", "b"} {
 							p := partition.Name(src)
-							floors[p] = e.d.Floor(testDataset, p).Seq
+							floors[p] = cache.LowestOf(e.d.Consumers(testDataset, p)).Seq
 						}
 						e.clk.Advance(24 * time.Hour)
 						res, err := e.c.Prune(e.ctx, cache.PrunePolicy{
 							Retention:    func(string) time.Duration { return time.Hour }, // every row is older
 							HoldForSinks: true,
-							Floor:        e.d.Floor,
+							Consumers: e.d.Consumers,
 						})
 						if err != nil {
 							t.Fatalf("%s: prune: %v", stage, err)
@@ -1287,7 +1287,7 @@ func TestWithholdSources(t *testing.T) {
 			}
 			// A withheld partition no longer holds back retention.
 			for _, src := range tc.withheld {
-				if f := e.d.Floor(testDataset, partition.Name(src)); f.Seq != headOf(t, e.c, src) {
+				if f := cache.LowestOf(e.d.Consumers(testDataset, partition.Name(src))); f.Seq != headOf(t, e.c, src) {
 					t.Fatalf("%s floor %+v, want the head", src, f)
 				}
 			}
@@ -1310,7 +1310,7 @@ func TestDatasetsFilter(t *testing.T) {
 	if res.Rows != 2 || len(calls) != 1 || calls[0].Part.Dataset != "traces" || !slices.Equal(calls[0].IDs, []int64{100, 101}) {
 		t.Fatalf("run %+v shipped %+v, want only the traces rows", res, calls)
 	}
-	if f := e.d.Floor(testDataset, "source=a"); f.Seq >= 0 {
+	if f := cache.LowestOf(e.d.Consumers(testDataset, "source=a")); f.Seq >= 0 {
 		t.Fatalf("floor of an uncovered dataset %+v, want none", f)
 	}
 	var tracesHead int64
@@ -1319,7 +1319,7 @@ func TestDatasetsFilter(t *testing.T) {
 			tracesHead = ps.HeadSeq
 		}
 	}
-	if f := e.d.Floor("traces", "source=a"); f.Seq != tracesHead || !slices.Equal(f.Holders, []string{"s1"}) {
+	if f := cache.LowestOf(e.d.Consumers("traces", "source=a")); f.Seq != tracesHead || !slices.Equal(f.Holders, []string{"s1"}) {
 		t.Fatalf("traces floor %+v, want the head %d held by s1", f, tracesHead)
 	}
 }
@@ -1499,7 +1499,7 @@ func TestRewindAfterWatermarkFileRemovedIsNotClobbered(t *testing.T) {
 				store := e.d.Store()
 				if via == "other process" {
 					// The daemon notices the removal (retention asks for floors) ...
-					if f := e.d.Floor(testDataset, "source=a"); f.Seq != 0 {
+					if f := cache.LowestOf(e.d.Consumers(testDataset, "source=a")); f.Seq != 0 {
 						t.Fatalf("floor after removal %+v", f)
 					}
 					// ... then another process writes the partition's new position.

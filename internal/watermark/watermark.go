@@ -54,13 +54,24 @@ type Unit struct {
 	ID    string `json:"id"`
 }
 
-// Gap is a seq range a sink will never export, with why.
+// Gap is rows a sink will never export, with why: the Rows rows of the partition with seq
+// in From..To, both inclusive.
 type Gap struct {
-	From   int64     `json:"from_seq"` // exclusive
-	To     int64     `json:"to_seq"`   // inclusive
+	From   int64     `json:"from_seq"`
+	To     int64     `json:"to_seq"`
 	Rows   int64     `json:"rows"`
 	Reason string    `json:"reason"`
 	At     time.Time `json:"at"`
+}
+
+// Rewind records an operator's move of the watermark: who asked, for what target, and
+// where it went from and to.
+type Rewind struct {
+	At     time.Time `json:"at"`
+	By     string    `json:"by"`
+	Target string    `json:"target"`
+	From   int64     `json:"from_seq"`
+	To     int64     `json:"to_seq"`
 }
 
 // Quarantined is a unit the destination refused as poison; its rows are kept in File.
@@ -89,6 +100,7 @@ type State struct {
 	WithheldRows int64         `json:"withheld_rows,omitempty"`
 	Gaps         []Gap         `json:"gaps,omitempty"`
 	Quarantined  []Quarantined `json:"quarantined,omitempty"`
+	LastRewind   *Rewind       `json:"last_rewind,omitempty"`
 }
 
 // maxListed bounds the gaps and quarantined units a file keeps, so a sink that keeps

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hyp-project/hyp/internal/config"
+	"github.com/hyp-project/hyp/internal/control"
+	"github.com/hyp-project/hyp/internal/sink"
+)
+
+func sinkStatusCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status [INSTANCE]",
+		Short: "Per partition: watermark, head seq, lag rows, oldest unexported age, last export, last error, gaps",
+		Args:  args(cobra.MaximumNArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			dir, err := g.resolve()
+			if err != nil {
+				return err
+			}
+			instance := ""
+			if len(a) == 1 {
+				instance = a[0]
+			}
+			var res []sink.InstanceStatus
+			err = withAPI(cmd.Context(), dir, func(api control.API) error {
+				res, err = api.SinkStatus(cmd.Context(), instance)
+				return err
+			})
+			if errors.Is(err, sink.ErrUnknownSink) {
+				return usageError{err}
+			}
+			if err != nil {
+				return err
+			}
+			if res == nil {
+				res = []sink.InstanceStatus{}
+			}
+			if asJSON {
+				return printJSON(os.Stdout, map[string]any{"sinks": res})
+			}
+			printSinkStatus(res)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "machine output")
+	return cmd
+}
+
+func printSinkStatus(res []sink.InstanceStatus) {
+	for i, is := range res {
+		if i > 0 {
+			fmt.Println()
+		}
+		fmt.Printf("%s (%s)\n", is.Instance, is.Type)
+		if is.Error != "" {
+			fmt.Printf("  cannot run: %s\n", is.Error)
+		}
+		if len(is.Partitions) == 0 {
+			fmt.Println("  no partitions yet")
+			continue
+		}
+		tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  DATASET\tPARTITION\tWATERMARK\tHEAD\tLAG\tOLDEST UNEXPORTED\tEXPORTED\tLAST EXPORT\tNOTES")
+		for _, p := range is.Partitions {
+			age, last := "-", "-"
+			if p.LagRows > 0 {
+				age = (time.Duration(p.OldestUnexportedAgeSeconds) * time.Second).String()
+			}
+			if p.LastExportAt != nil {
+				last = p.LastExportAt.Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\t%s\t%d\t%s\t%s\n", p.Dataset, p.Partition, p.WatermarkSeq, p.HeadSeq, p.LagRows, age, p.ExportedRows, last, partitionNotes(p))
+		}
+		tw.Flush()
+		for _, p := range is.Partitions {
+			for _, gap := range p.Gaps {
+				fmt.Printf("  gap %s %s: seq %d..%d, %d rows, %s (%s)\n", p.Dataset, p.Partition, gap.From, gap.To, gap.Rows, gap.Reason, gap.At.Format(time.RFC3339))
+			}
+			for _, q := range p.Quarantined {
+				fmt.Printf("  quarantined %s %s: seq %d..%d, %d rows in %s: %s\n", p.Dataset, p.Partition, q.First, q.Last, q.Rows, q.File, q.Error)
+			}
+			if p.LastError != "" {
+				fmt.Printf("  last error %s %s: %s\n", p.Dataset, p.Partition, p.LastError)
+			}
+		}
+	}
+}
+
+func partitionNotes(p sink.PartitionStatus) string {
+	var notes []string
+	if p.Withheld {
+		notes = append(notes, "withheld")
+	}
+	if p.WithheldRows > 0 {
+		notes = append(notes, fmt.Sprintf("%d rows skipped by withhold", p.WithheldRows))
+	}
+	if len(p.Gaps) > 0 {
+		notes = append(notes, fmt.Sprintf("%d gaps", len(p.Gaps)))
+	}
+	if len(p.Quarantined) > 0 {
+		notes = append(notes, fmt.Sprintf("%d quarantined", len(p.Quarantined)))
+	}
+	if p.LastError != "" {
+		notes = append(notes, "error")
+	}
+	if len(notes) == 0 {
+		return "-"
+	}
+	return strings.Join(notes, ", ")
+}
+
+func sinkRewindCmd(g *globals) *cobra.Command {
+	var (
+		req                sink.RewindRequest
+		toSeq              int64
+		toTime, byDuration string
+		asJSON             bool
+	)
+	cmd := &cobra.Command{
+		Use:   "rewind INSTANCE (--to-seq N | --to-time T | --by-duration D | --to-earliest | --to-latest)",
+		Short: "Move a sink's watermarks so rows above the new position are exported (again)",
+		Long: `Move, for every matching partition, the sink's watermark so that rows with seq above the
+new value are exported (again). The running daemon applies it between export units; an
+export in flight never overwrites it. --dry-run reports each change without making it.`,
+		Args: args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			dir, err := g.resolve()
+			if err != nil {
+				return err
+			}
+			req.Instance = a[0]
+			f := cmd.Flags()
+			if f.Changed("to-seq") {
+				req.Target.Seq = &toSeq
+			}
+			if f.Changed("to-time") {
+				t, err := time.Parse(time.RFC3339Nano, toTime)
+				if err != nil {
+					return usagef("--to-time %q is not an RFC 3339 time (e.g. 2026-08-12T00:50:47Z)", toTime)
+				}
+				req.Target.Time = &t
+			}
+			if f.Changed("by-duration") {
+				if req.Target.Time != nil {
+					return usagef("give only one of --to-seq, --to-time, --by-duration, --to-earliest, --to-latest")
+				}
+				d, err := config.ParseDuration(byDuration)
+				if err != nil || d <= 0 {
+					return usagef("--by-duration %q must be a positive duration such as 90m, 6h or 2d", byDuration)
+				}
+				t := time.Now().Add(-d).UTC()
+				req.Target.Time = &t
+			}
+			req.By = requester()
+			var res sink.RewindResult
+			err = withAPI(cmd.Context(), dir, func(api control.API) error {
+				res, err = api.Rewind(cmd.Context(), req)
+				return err
+			})
+			if errors.Is(err, sink.ErrUnknownSink) || errors.Is(err, sink.ErrBadRewind) {
+				return usageError{err}
+			}
+			if err != nil && !errors.Is(err, sink.ErrRewindGap) {
+				return err
+			}
+			if asJSON {
+				if perr := printJSON(os.Stdout, res); perr != nil {
+					return perr
+				}
+			} else {
+				printRewind(res, err != nil)
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&req.Dataset, "dataset", "", "only this dataset")
+	f.StringVar(&req.Partition, "partition", "", "only this partition (source=<value>, or just the value)")
+	f.Int64Var(&toSeq, "to-seq", 0, "export rows with seq above N")
+	f.StringVar(&toTime, "to-time", "", "export rows ingested at or after T (RFC 3339): the watermark becomes the largest seq ingested before T")
+	f.StringVar(&byDuration, "by-duration", "", "same as --to-time now-D (e.g. 6h, 2d)")
+	f.BoolVar(&req.Target.Earliest, "to-earliest", false, "re-export everything still cached")
+	f.BoolVar(&req.Target.Latest, "to-latest", false, "skip to the head: nothing cached now is exported")
+	f.BoolVar(&req.DryRun, "dry-run", false, "report the changes and rows to export; change nothing")
+	f.BoolVar(&req.AllowGap, "allow-gap", false, "move even when rows it would re-export were removed by retention")
+	f.BoolVar(&asJSON, "json", false, "machine output")
+	return cmd
+}
+
+func printRewind(res sink.RewindResult, refused bool) {
+	verb := "moved"
+	switch {
+	case refused:
+		verb = "refused"
+	case res.DryRun:
+		verb = "would move"
+	}
+	if len(res.Changes) == 0 {
+		fmt.Printf("%s: no partitions to move\n", res.Instance)
+	}
+	for _, c := range res.Changes {
+		fmt.Printf("%s %s %s: %s %d -> %d", res.Instance, c.Dataset, c.Partition, verb, c.FromSeq, c.ToSeq)
+		switch {
+		case c.RowsToExport > 0 || c.ToSeq < c.FromSeq:
+			fmt.Printf(", %d rows to export", c.RowsToExport)
+		case c.RowsToSkip > 0:
+			fmt.Printf(", %d rows skipped", c.RowsToSkip)
+		}
+		if c.Missing != nil {
+			fmt.Printf(", seq %d..%d no longer cached", c.Missing.First, c.Missing.Last)
+		}
+		if c.Withheld {
+			fmt.Print(" (withhold_sources still matches: those rows will be skipped again)")
+		}
+		fmt.Println()
+	}
+}
+
+// requester names who asked for a change, for the daemon's log and the watermark file.
+func requester() string {
+	name := "unknown"
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s@%s (pid %d, hyp sink rewind)", name, host, os.Getpid())
+}

@@ -1,0 +1,206 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/watermark"
+)
+
+// PartitionStatus is where one sink stands on one partition (SPEC 7 `sink status --json`).
+type PartitionStatus struct {
+	Dataset      string `json:"dataset"`
+	Partition    string `json:"partition"`
+	WatermarkSeq int64  `json:"watermark_seq"`
+	HeadSeq      int64  `json:"head_seq"`
+	// LagRows counts the cached rows above the watermark; rows retention removed before the
+	// sink read them are in Gaps instead.
+	LagRows                    int64                   `json:"lag_rows"`
+	ExportedRows               int64                   `json:"exported_rows"`
+	OldestUnexportedAt         *time.Time              `json:"oldest_unexported_at"`
+	OldestUnexportedAgeSeconds float64                 `json:"oldest_unexported_age_seconds"`
+	LastExportAt               *time.Time              `json:"last_export_at"`
+	LastError                  string                  `json:"last_error"`
+	Gaps                       []watermark.Gap         `json:"gaps"`
+	Quarantined                []watermark.Quarantined `json:"quarantined"`
+	// Withheld says the sink's withhold_sources match the partition now; WithheldRows
+	// counts the rows it skipped and advanced past so far.
+	Withheld     bool              `json:"withheld"`
+	WithheldRows int64             `json:"withheld_rows"`
+	InFlight     *watermark.Unit   `json:"in_flight"`
+	LastRewind   *watermark.Rewind `json:"last_rewind"`
+	Generation   int64             `json:"generation"`
+}
+
+// InstanceStatus is one sink and every partition it covers.
+type InstanceStatus struct {
+	Instance   string            `json:"instance"`
+	Type       string            `json:"type"`
+	Error      string            `json:"error,omitempty"` // why the sink cannot run, if it cannot
+	Partitions []PartitionStatus `json:"partitions"`
+}
+
+// Status reports instance (every instance when empty) on every partition it covers. It
+// reads watermark files and the cache's position index; it never opens more than the
+// boundary row groups of a partition.
+func (d *Driver) Status(ctx context.Context, name string) ([]InstanceStatus, error) {
+	sel, err := d.selectInstances(name)
+	if err != nil {
+		return nil, err
+	}
+	parts := d.cache.Status()
+	out := []InstanceStatus{}
+	for _, x := range sel {
+		is := InstanceStatus{Instance: x.name, Type: x.cfg.Type, Partitions: []PartitionStatus{}}
+		if x.broken != nil {
+			is.Error = x.broken.Error()
+		}
+		for _, cp := range parts {
+			if !x.covers(cp.Dataset) {
+				continue
+			}
+			ps, err := d.partitionStatus(ctx, x, Part{Dataset: cp.Dataset, Partition: cp.Partition})
+			if errors.Is(err, cache.ErrNoPartition) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("sink %s %s %s: %w", x.name, cp.Dataset, cp.Partition, err)
+			}
+			is.Partitions = append(is.Partitions, ps)
+		}
+		out = append(out, is)
+	}
+	return out, nil
+}
+
+func (d *Driver) partitionStatus(ctx context.Context, x *instance, p Part) (PartitionStatus, error) {
+	st, err := d.store.Get(watermark.Key{Instance: x.name, Dataset: p.Dataset, Partition: p.Partition})
+	if err != nil {
+		return PartitionStatus{}, err
+	}
+	lag, err := d.lag.of(ctx, d.cache, x.name, p, st.Seq)
+	if err != nil {
+		return PartitionStatus{}, err
+	}
+	ps := PartitionStatus{
+		Dataset: p.Dataset, Partition: p.Partition,
+		WatermarkSeq: st.Seq, HeadSeq: lag.head, LagRows: lag.rows, ExportedRows: st.ExportedRows,
+		LastExportAt: st.LastExportAt, LastError: st.LastError,
+		Gaps: st.Gaps, Quarantined: st.Quarantined,
+		Withheld: x.withheld(p), WithheldRows: st.WithheldRows,
+		InFlight: st.Intent, LastRewind: st.LastRewind, Generation: st.Generation,
+	}
+	if ps.Gaps == nil {
+		ps.Gaps = []watermark.Gap{}
+	}
+	if ps.Quarantined == nil {
+		ps.Quarantined = []watermark.Quarantined{}
+	}
+	if lag.rows > 0 {
+		at := lag.oldest.Time()
+		ps.OldestUnexportedAt = &at
+		ps.OldestUnexportedAgeSeconds = max(d.now().Sub(at).Seconds(), 0)
+	}
+	return ps, nil
+}
+
+func (d *Driver) selectInstances(name string) ([]*instance, error) {
+	var sel []*instance
+	for _, x := range d.insts {
+		if name == "" || x.name == name {
+			sel = append(sel, x)
+		}
+	}
+	if name != "" && len(sel) == 0 {
+		return nil, fmt.Errorf("%w %q (configured: %s)", ErrUnknownSink, name, strings.Join(d.Names(), ", "))
+	}
+	return sel, nil
+}
+
+// lagMemo remembers each position's lag by what determines it (watermark, head and the
+// pruned mark), so a scrape of an idle sink reads no file at all.
+type lagMemo struct {
+	mu sync.Mutex
+	m  map[lagKey]lagValue
+}
+
+type lagKey struct {
+	instance, dataset, partition string
+}
+
+type lagValue struct {
+	seq, head, pruned int64
+	rows              int64
+	oldest            cache.RowPos
+}
+
+func (lm *lagMemo) of(ctx context.Context, c Cache, instance string, p Part, seq int64) (lagValue, error) {
+	pos, err := c.Positions(p.Dataset, p.Partition)
+	if err != nil {
+		return lagValue{}, err
+	}
+	defer pos.Release()
+	k := lagKey{instance, p.Dataset, p.Partition}
+	lm.mu.Lock()
+	v, ok := lm.m[k]
+	lm.mu.Unlock()
+	if ok && v.seq == seq && v.head == pos.Head && v.pruned == pos.PrunedThrough {
+		return v, nil
+	}
+	v = lagValue{seq: seq, head: pos.Head, pruned: pos.PrunedThrough}
+	if v.rows, err = pos.Rows(ctx, seq, pos.Head); err != nil {
+		return lagValue{}, err
+	}
+	if v.rows > 0 {
+		if v.oldest, _, err = pos.FirstAfter(ctx, seq); err != nil {
+			return lagValue{}, err
+		}
+	}
+	lm.mu.Lock()
+	if lm.m == nil {
+		lm.m = map[lagKey]lagValue{}
+	}
+	lm.m[k] = v
+	lm.mu.Unlock()
+	return v, nil
+}
+
+// positionCollector exports every sink's watermark, lag and oldest-unexported age per
+// partition at scrape time, from the same numbers `sink status` shows.
+type positionCollector struct{ d *Driver }
+
+var (
+	watermarkDesc = prometheus.NewDesc("hyp_sink_watermark_seq", "Every row of the partition with seq at or below this is exported (or skipped, or a recorded gap) by the sink.", []string{"sink", "dataset", "partition"}, nil)
+	lagDesc       = prometheus.NewDesc("hyp_sink_lag_rows", "Cached rows of the partition above the sink's watermark.", []string{"sink", "dataset", "partition"}, nil)
+	oldestAgeDesc = prometheus.NewDesc("hyp_sink_oldest_unexported_age_seconds", "Age of the oldest cached row the sink has not exported (0 when none).", []string{"sink", "dataset", "partition"}, nil)
+)
+
+func (pc positionCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- watermarkDesc
+	ch <- lagDesc
+	ch <- oldestAgeDesc
+}
+
+func (pc positionCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := pc.d.Status(ctx, "")
+	if err != nil {
+		pc.d.log.Warn("sink position metrics", "err", err)
+		return
+	}
+	for _, is := range st {
+		for _, p := range is.Partitions {
+			ch <- prometheus.MustNewConstMetric(watermarkDesc, prometheus.GaugeValue, float64(p.WatermarkSeq), is.Instance, p.Dataset, p.Partition)
+			ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, float64(p.LagRows), is.Instance, p.Dataset, p.Partition)
+			ch <- prometheus.MustNewConstMetric(oldestAgeDesc, prometheus.GaugeValue, p.OldestUnexportedAgeSeconds, is.Instance, p.Dataset, p.Partition)
+		}
+	}
+}
