@@ -199,6 +199,16 @@ func writeErr(w http.ResponseWriter, err error) {
 	writeJSON(w, 500, errorBody{Error: "internal", Message: err.Error()})
 }
 
+// remoteError is an error the daemon reported: its message as the daemon wrote it, and
+// the kind it was, so callers can tell usage errors from failures.
+type remoteError struct {
+	kind error
+	msg  string
+}
+
+func (e *remoteError) Error() string { return e.msg }
+func (e *remoteError) Unwrap() error { return e.kind }
+
 // Client talks to a running daemon.
 type Client struct {
 	hc *http.Client
@@ -250,16 +260,16 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, ctype
 		}
 		switch eb.Error {
 		case "unknown_sink":
-			return fmt.Errorf("%w: %s", sink.ErrUnknownSink, eb.Message)
+			return &remoteError{sink.ErrUnknownSink, eb.Message}
 		case "bad_rewind":
-			return fmt.Errorf("%w: %s", sink.ErrBadRewind, eb.Message)
+			return &remoteError{sink.ErrBadRewind, eb.Message}
 		case "rewind_gap":
 			var rr rewindRefusal
 			_ = json.Unmarshal(data, &rr)
 			if p, ok := out.(*sink.RewindResult); ok {
 				*p = rr.Plan
 			}
-			return fmt.Errorf("%w: %s", sink.ErrRewindGap, eb.Message)
+			return &remoteError{sink.ErrRewindGap, eb.Message}
 		}
 		return fmt.Errorf("daemon: %s: %s", eb.Error, eb.Message)
 	}

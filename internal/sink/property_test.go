@@ -348,6 +348,15 @@ func rewindVia(store *watermark.Store, k watermark.Key, to int64, clearIntent bo
 	return err
 }
 
+// rewindByVerb moves k's watermark to seq to the way `hyp sink rewind --to-seq` does.
+func (m *propModel) rewindByVerb(k watermark.Key, to int64) error {
+	res, err := m.d.Rewind(m.ctx, RewindRequest{Instance: k.Instance, Dataset: k.Dataset, Partition: k.Partition, Target: Target{Seq: &to}, AllowGap: true, By: "model"})
+	if err == nil && (len(res.Changes) != 1 || res.Changes[0].ToSeq != to) {
+		err = fmt.Errorf("rewind to %d did %+v", to, res)
+	}
+	return err
+}
+
 // touch rewrites a watermark file by hand with the same content in another layout, which
 // the store must adopt as an edit (and the engine must survive without losing anything).
 func touch(store *watermark.Store, k watermark.Key) error {
@@ -390,7 +399,13 @@ func (m *propModel) Rewind(t *rapid.T) {
 	if !ok {
 		return
 	}
-	if err := rewindVia(m.externalStore(), k, to, rapid.Bool().Draw(t, "clear_intent")); err != nil {
+	var err error
+	if rapid.Bool().Draw(t, "rewind_by_verb") {
+		err = m.rewindByVerb(k, to)
+	} else {
+		err = rewindVia(m.externalStore(), k, to, rapid.Bool().Draw(t, "clear_intent"))
+	}
+	if err != nil {
 		t.Fatalf("rewind: %v", err)
 	}
 	if got := getWM(t, m.d, k); got.Seq != to || got.Intent != nil {
@@ -410,6 +425,7 @@ func (m *propModel) InterferingTick(t *rapid.T) {
 	step := rapid.SampledFrom([]string{"after-intent", "after-ship"}).Draw(t, "interfere_step")
 	nth := rapid.IntRange(1, 4).Draw(t, "interfere_nth")
 	external := rapid.Bool().Draw(t, "interfere_external")
+	byVerb := !external && rapid.Bool().Draw(t, "interfere_by_verb")
 	clearIntent := rapid.Bool().Draw(t, "interfere_clear_intent")
 	// Draws cannot happen inside the hook (rapid is not reentrant there), so the target
 	// is chosen by index among the candidates at that time.
@@ -440,7 +456,11 @@ func (m *propModel) InterferingTick(t *rapid.T) {
 		}
 		rewound, rewoundTo = k, cands[pick%len(cands)]
 		callsBefore = len(m.fakes[name].all())
-		hookErr = rewindVia(store, k, rewoundTo, clearIntent)
+		if byVerb {
+			hookErr = m.rewindByVerb(k, rewoundTo)
+		} else {
+			hookErr = rewindVia(store, k, rewoundTo, clearIntent)
+		}
 	}
 	if step == "after-intent" {
 		x.hooks.afterIntent = hook

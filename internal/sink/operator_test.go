@@ -1,0 +1,331 @@
+package sink
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/partition"
+	"github.com/hyp-project/hyp/internal/watermark"
+)
+
+// threeBatches ingests 4, 5 and 6 rows into source a an hour apart, starting at the
+// returned time, and exports them all.
+func threeBatches(t *testing.T, e *env) (start time.Time, ids [][]int64) {
+	t.Helper()
+	start = e.clk.Now()
+	for i, n := range []int{4, 5, 6} {
+		if i > 0 {
+			e.clk.Advance(time.Hour)
+		}
+		ids = append(ids, e.l.ingest(t, e.c, "a", n))
+	}
+	if res := runNow(t, e.d, "s1"); res.Status != "ok" || res.Rows != 15 {
+		t.Fatalf("run: %+v", res)
+	}
+	return start, ids
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestRewindTargets(t *testing.T) {
+	e := newEnv(t, 100)
+	start, ids := threeBatches(t, e)
+	seq := func(id int64) int64 { return e.l.rows[id].seq }
+	head := seq(ids[2][5])
+	cases := []struct {
+		name     string
+		target   Target
+		to       int64
+		toExport int64
+		toSkip   int64
+	}{
+		{"seq inside the second batch", Target{Seq: ptr(seq(ids[1][2]))}, seq(ids[1][2]), 8, 0},
+		{"seq above the head", Target{Seq: ptr(head + 1000)}, head, 0, 0},
+		{"seq zero", Target{Seq: ptr(int64(0))}, 0, 15, 0},
+		{"time before everything", Target{Time: ptr(start.Add(-time.Minute))}, 0, 15, 0},
+		{"time at the second batch", Target{Time: ptr(start.Add(time.Hour))}, seq(ids[0][3]), 11, 0},
+		{"time between batches", Target{Time: ptr(start.Add(90 * time.Minute))}, seq(ids[1][4]), 6, 0},
+		{"earliest", Target{Earliest: true}, 0, 15, 0},
+		{"latest", Target{Latest: true}, head, 0, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := e.d.Rewind(e.ctx, RewindRequest{Instance: "s1", Target: tc.target, DryRun: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []RewindChange{{Dataset: testDataset, Partition: "source=a", FromSeq: head, ToSeq: tc.to, RowsToExport: tc.toExport, RowsToSkip: tc.toSkip}}
+			if !res.DryRun || !slices.Equal(res.Changes, want) {
+				t.Fatalf("dry run %+v, want %+v", res.Changes, want)
+			}
+			if st := getWM(t, e.d, key("s1", "a")); st.Seq != head || st.LastRewind != nil {
+				t.Fatalf("dry run changed the watermark: %+v", st)
+			}
+		})
+	}
+
+	// Applied: the watermark moves, the move is recorded, and the next run ships exactly
+	// the rows above it. A forward move from there reports the rows it skips.
+	to := seq(ids[1][2])
+	res, err := e.d.Rewind(e.ctx, RewindRequest{Instance: "s1", Partition: "a", Target: Target{Seq: &to}, By: "tester"})
+	if err != nil || len(res.Changes) != 1 || res.Changes[0].RowsToExport != 8 {
+		t.Fatalf("rewind: %+v %v", res, err)
+	}
+	st := getWM(t, e.d, key("s1", "a"))
+	if st.Seq != to || st.LastRewind == nil || st.LastRewind.By != "tester" || st.LastRewind.From != head || st.LastRewind.To != to || st.LastRewind.Target != fmt.Sprintf("seq %d", to) {
+		t.Fatalf("after rewind: %+v (last rewind %+v)", st, st.LastRewind)
+	}
+	e.fakes["s1"].reset()
+	runNow(t, e.d, "s1")
+	var got []int64
+	for _, c := range e.fakes["s1"].all() {
+		got = append(got, c.IDs...)
+	}
+	if want := append(slices.Clone(ids[1][3:]), ids[2]...); !slices.Equal(got, want) {
+		t.Fatalf("re-exported %v, want %v", got, want)
+	}
+	res, err = e.d.Rewind(e.ctx, RewindRequest{Instance: "s1", Target: Target{Seq: &to}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = e.d.Rewind(e.ctx, RewindRequest{Instance: "s1", Target: Target{Latest: true}})
+	if err != nil || res.Changes[0].RowsToSkip != 8 || res.Changes[0].RowsToExport != 0 || res.Changes[0].ToSeq != head {
+		t.Fatalf("forward move: %+v %v", res, err)
+	}
+}
+
+func TestRewindRequestErrors(t *testing.T) {
+	home := t.TempDir()
+	logsOnly := blobSink(home, "s1")
+	logsOnly.Datasets = []string{testDataset}
+	e := newEnv(t, 100, logsOnly)
+	e.l.ingest(t, e.c, "a", 3)
+	if _, err := e.c.Ingest("traces", "a", []byte(`{"x":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	runNow(t, e.d, "s1")
+	zero := int64(0)
+	cases := []struct {
+		name string
+		req  RewindRequest
+		want error
+		msg  string
+	}{
+		{"no target", RewindRequest{Instance: "s1"}, ErrBadRewind, "exactly one"},
+		{"two targets", RewindRequest{Instance: "s1", Target: Target{Seq: &zero, Latest: true}}, ErrBadRewind, "exactly one"},
+		{"negative seq", RewindRequest{Instance: "s1", Target: Target{Seq: ptr(int64(-1))}}, ErrBadRewind, "negative"},
+		{"no instance", RewindRequest{Target: Target{Latest: true}}, ErrBadRewind, "instance"},
+		{"unknown instance", RewindRequest{Instance: "nope", Target: Target{Latest: true}}, ErrUnknownSink, "nope"},
+		{"dataset not exported", RewindRequest{Instance: "s1", Dataset: "traces", Target: Target{Latest: true}}, ErrBadRewind, "does not export"},
+		{"dataset not cached", RewindRequest{Instance: "s1", Dataset: "metrics", Target: Target{Latest: true}}, ErrBadRewind, "metrics"},
+		{"partition not cached", RewindRequest{Instance: "s1", Partition: "source=zz", Target: Target{Latest: true}}, ErrBadRewind, "source=zz"},
+		{"bad partition", RewindRequest{Instance: "s1", Partition: "gateway=/x", Target: Target{Latest: true}}, ErrBadRewind, "partition"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := e.d.Rewind(e.ctx, tc.req)
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("err %v, want %v mentioning %q", err, tc.want, tc.msg)
+			}
+		})
+	}
+	if st := getWM(t, e.d, key("s1", "a")); st.LastRewind != nil {
+		t.Fatalf("a refused request changed the watermark: %+v", st)
+	}
+}
+
+// max_age deletes rows a sink has not exported: each sink gets a gap with exactly the rows
+// it lost, status shows it, and a rewind that would need them is refused unless allowed.
+func TestForcedLossIsAGapAndRewindBelowItIsRefused(t *testing.T) {
+	home := t.TempDir()
+	e := newEnv(t, 100, blobSink(home, "s1"), blobSink(home, "s2"))
+	old := e.l.ingest(t, e.c, "a", 6)
+	e.clk.Advance(48 * time.Hour)
+	fresh := e.l.ingest(t, e.c, "a", 4)
+	seq := func(id int64) int64 { return e.l.rows[id].seq }
+	if err := e.c.Flush(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	// s1 exported two of the old rows before stalling; s2 nothing.
+	s1at := seq(old[1])
+	if _, err := e.d.Rewind(e.ctx, RewindRequest{Instance: "s1", Target: Target{Seq: &s1at}}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.c.Prune(e.ctx, cache.PrunePolicy{
+		Retention:    func(string) time.Duration { return time.Hour },
+		HoldForSinks: true,
+		MaxAge:       24 * time.Hour,
+		Consumers:    e.d.Consumers,
+	})
+	if err != nil || len(res) != 1 {
+		t.Fatalf("prune %+v %v", res, err)
+	}
+	for _, l := range res[0].Losses {
+		if err := e.d.RecordLoss(testDataset, "source=a", l, "max_age"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := e.d.Status(e.ctx, "")
+	if err != nil || len(st) != 2 {
+		t.Fatalf("status %+v %v", st, err)
+	}
+	wantGaps := map[string]watermark.Gap{
+		"s1": {From: seq(old[2]), To: seq(old[5]), Rows: 4, Reason: "max_age"},
+		"s2": {From: seq(old[0]), To: seq(old[5]), Rows: 6, Reason: "max_age"},
+	}
+	for _, is := range st {
+		p := is.Partitions[0]
+		if len(p.Gaps) != 1 {
+			t.Fatalf("%s gaps %+v", is.Instance, p.Gaps)
+		}
+		g := p.Gaps[0]
+		g.At = time.Time{}
+		if g != wantGaps[is.Instance] || p.LagRows != 4 {
+			t.Fatalf("%s: gap %+v lag %d, want %+v and 4", is.Instance, g, p.LagRows, wantGaps[is.Instance])
+		}
+	}
+	// Everything below the fresh rows is gone: --to-seq 0 asks for it.
+	zero := int64(0)
+	plan, err := e.d.Rewind(e.ctx, RewindRequest{Instance: "s2", Target: Target{Latest: true}})
+	if err != nil || plan.Changes[0].ToSeq != seq(fresh[3]) {
+		t.Fatalf("skip to latest: %+v %v", plan, err)
+	}
+	plan, err = e.d.Rewind(e.ctx, RewindRequest{Instance: "s2", Target: Target{Seq: &zero}})
+	if !errors.Is(err, ErrRewindGap) || !strings.Contains(err.Error(), fmt.Sprintf("seq 1..%d", seq(old[5]))) {
+		t.Fatalf("rewind below the pruned rows: %v", err)
+	}
+	if m := plan.Changes[0].Missing; m == nil || m.First != 1 || m.Last != seq(old[5]) || plan.Changes[0].RowsToExport != 4 {
+		t.Fatalf("refused plan %+v", plan.Changes[0])
+	}
+	if w := getWM(t, e.d, key("s2", "a")); w.Seq != seq(fresh[3]) {
+		t.Fatalf("a refused rewind moved the watermark to %d", w.Seq)
+	}
+	// Earliest is what is still cached, so it is never refused.
+	if _, err := e.d.Rewind(e.ctx, RewindRequest{Instance: "s2", Target: Target{Earliest: true}, DryRun: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.d.Rewind(e.ctx, RewindRequest{Instance: "s2", Target: Target{Seq: &zero}, AllowGap: true}); err != nil {
+		t.Fatal(err)
+	}
+	if w := getWM(t, e.d, key("s2", "a")); w.Seq != 0 {
+		t.Fatalf("allowed rewind left the watermark at %d", w.Seq)
+	}
+}
+
+// A rewind through the verb while a unit is in flight wins: the unit's completion finds
+// the watermark moved and the export continues from the rewind.
+func TestRewindVerbDuringShipWins(t *testing.T) {
+	e := newEnv(t, 3)
+	ids := e.l.ingest(t, e.c, "a", 12)
+	seqs := e.l.seqs(ids)
+	x := e.d.inst(t, "s1")
+	to := seqs[2]
+	rewound := false
+	x.hooks.afterShip = func(_ watermark.Key, u watermark.Unit) {
+		if rewound || u.First != seqs[6] {
+			return
+		}
+		rewound = true
+		if _, err := e.d.Rewind(e.ctx, RewindRequest{Instance: "s1", Target: Target{Seq: &to}}); err != nil {
+			t.Errorf("rewind: %v", err)
+		}
+	}
+	runNow(t, e.d, "s1")
+	var froms []int64
+	for _, c := range e.fakes["s1"].all() {
+		froms = append(froms, c.Unit.From)
+	}
+	if want := []int64{0, seqs[2], seqs[5], seqs[2], seqs[5], seqs[8]}; !rewound || !slices.Equal(froms, want) {
+		t.Fatalf("units start at %v, want %v", froms, want)
+	}
+}
+
+func TestStatusAndPositionMetrics(t *testing.T) {
+	home := t.TempDir()
+	withheld := blobSink(home, "s2")
+	withheld.WithholdSources = []string{"b*"}
+	e := newEnv(t, 100, blobSink(home, "s1"), withheld)
+	e.d.now = e.clk.Now
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(positionCollector{e.d})
+	e.l.ingest(t, e.c, "a", 5)
+	e.l.ingest(t, e.c, "b", 2)
+	runNow(t, e.d, "s1")
+	runNow(t, e.d, "s2")
+	e.clk.Advance(time.Hour)
+	newer := e.l.ingest(t, e.c, "a", 3)
+	if err := e.c.Flush(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.clk.Advance(90 * time.Second)
+	st, err := e.d.Status(e.ctx, "s1")
+	if err != nil || len(st) != 1 || st[0].Instance != "s1" || st[0].Type != "blob" || len(st[0].Partitions) != 2 {
+		t.Fatalf("status %+v %v", st, err)
+	}
+	a := st[0].Partitions[0]
+	if a.Partition != "source=a" || a.LagRows != 3 || a.HeadSeq != e.l.rows[newer[2]].seq || a.WatermarkSeq != e.l.rows[e.l.byPart["source=a"][4]].seq || a.ExportedRows != 5 || a.LastExportAt == nil {
+		t.Fatalf("partition a %+v", a)
+	}
+	if a.OldestUnexportedAgeSeconds < 90 || a.OldestUnexportedAgeSeconds > 91 {
+		t.Fatalf("oldest unexported age %v, want about 90 s", a.OldestUnexportedAgeSeconds)
+	}
+	st2, _ := e.d.Status(e.ctx, "s2")
+	if b := st2[0].Partitions[1]; b.Partition != "source=b" || !b.Withheld || b.WithheldRows != 2 || b.LagRows != 0 {
+		t.Fatalf("withheld partition %+v", b)
+	}
+	if _, err := e.d.Status(e.ctx, "nope"); !errors.Is(err, ErrUnknownSink) {
+		t.Fatalf("unknown sink: %v", err)
+	}
+	got := gauges(t, reg)
+	for name, want := range map[string]float64{
+		"hyp_sink_lag_rows/s1/source=a":                      3,
+		"hyp_sink_lag_rows/s2/source=a":                      3,
+		"hyp_sink_lag_rows/s1/source=b":                      0,
+		"hyp_sink_watermark_seq/s1/source=a":                 float64(a.WatermarkSeq),
+		"hyp_sink_watermark_seq/s2/source=b":                 float64(e.l.rows[e.l.byPart[partition.Name("b")][1]].seq),
+		"hyp_sink_oldest_unexported_age_seconds/s1/source=b": 0,
+	} {
+		if got[name] != want {
+			t.Errorf("%s = %v, want %v", name, got[name], want)
+		}
+	}
+	if age := got["hyp_sink_oldest_unexported_age_seconds/s1/source=a"]; age < 90 {
+		t.Errorf("age gauge %v", age)
+	}
+	// Once exported, lag and age drop to zero.
+	runNow(t, e.d, "s1")
+	got = gauges(t, reg)
+	if got["hyp_sink_lag_rows/s1/source=a"] != 0 || got["hyp_sink_oldest_unexported_age_seconds/s1/source=a"] != 0 {
+		t.Fatalf("after export: %v", got)
+	}
+}
+
+// gauges flattens a registry's gauges to name/sink/partition → value.
+func gauges(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.Metric {
+			labels := map[string]string{}
+			for _, lp := range m.Label {
+				labels[lp.GetName()] = lp.GetValue()
+			}
+			out[mf.GetName()+"/"+labels["sink"]+"/"+labels["partition"]] = gaugeValue(m)
+		}
+	}
+	return out
+}
+
+func gaugeValue(m *dto.Metric) float64 { return m.GetGauge().GetValue() }
