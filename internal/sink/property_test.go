@@ -218,7 +218,7 @@ func (m *propModel) Prune(t *rapid.T) {
 	res, err := m.c.Prune(m.ctx, cache.PrunePolicy{
 		Retention:    func(string) time.Duration { return time.Minute },
 		HoldForSinks: true,
-		Consumers: m.d.Consumers,
+		Consumers:    m.d.Consumers,
 	})
 	if err != nil {
 		t.Fatalf("prune: %v", err)
@@ -810,7 +810,7 @@ func TestConcurrentExportAndMaintenanceExactlyOnce(t *testing.T) {
 			res, err := c.Prune(ctx, cache.PrunePolicy{
 				Retention:    func(string) time.Duration { return time.Minute },
 				HoldForSinks: true,
-				Consumers: d.Consumers,
+				Consumers:    d.Consumers,
 			})
 			if err != nil {
 				errc <- fmt.Errorf("prune: %w", err)

@@ -1145,7 +1145,7 @@ func TestCompactionAndPruneBetweenRunsKeepExactlyOnce(t *testing.T) {
 						res, err := e.c.Prune(e.ctx, cache.PrunePolicy{
 							Retention:    func(string) time.Duration { return time.Hour }, // every row is older
 							HoldForSinks: true,
-							Consumers: e.d.Consumers,
+							Consumers:    e.d.Consumers,
 						})
 						if err != nil {
 							t.Fatalf("%s: prune: %v", stage, err)
