@@ -123,6 +123,30 @@ func tickBench(n int) error {
 	el := time.Since(start) / ticks
 	fmt.Printf("tick: no new rows on a %d-row partition: %s per tick, %d bytes sent, data files opened %d\n", st.Rows, el.Round(time.Microsecond), 0, counting.files)
 
+	// Status and a rewind plan with the watermark in the middle of the partition: each
+	// reads the boundary row group's two internal columns, whatever the partition's size.
+	mid := st.MinSeq + st.Rows/2
+	cur, err := d.Store().Get(k)
+	if err != nil {
+		return err
+	}
+	if _, err := d.Store().Update(k, cur.Generation, func(s *watermark.State) error { s.Seq = mid; return nil }); err != nil {
+		return err
+	}
+	start = time.Now()
+	sts, err := d.Status(ctx, "idle")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("status: watermark mid-partition of %d rows: %s (lag %d rows)\n", st.Rows, time.Since(start).Round(time.Microsecond), sts[0].Partitions[0].LagRows)
+	at := st.OldestIngestedAt.Add(st.NewestIngestedAt.Sub(st.OldestIngestedAt) / 3)
+	start = time.Now()
+	plan, err := d.Rewind(ctx, sink.RewindRequest{Instance: "idle", Target: sink.Target{Time: &at}, DryRun: true})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("rewind --to-time --dry-run on the same partition: %s (to seq %d, %d rows to export)\n", time.Since(start).Round(time.Microsecond), plan.Changes[0].ToSeq, plan.Changes[0].RowsToExport)
+
 	// The daemon's compaction of that partition after ten small flushes: only the small
 	// files are rewritten; the settled ones are hard-linked.
 	for i := 0; i < 10; i++ {

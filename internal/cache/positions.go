@@ -7,8 +7,10 @@ import (
 	"sort"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
 
 // RowPos is one row's place: its seq and ingest time (µs).
@@ -92,8 +94,8 @@ func (ps *Positions) SeqBefore(ctx context.Context, t time.Time) (int64, error) 
 	return s, nil
 }
 
-// rowsBetween counts rows with seq in (since, until]. Files wholly inside count from their
-// bounds; a boundary file is read only in its overlapping row groups.
+// rowsBetween counts rows with seq in (since, until]. Files and row groups wholly inside
+// count from their bounds; only a boundary row group is read.
 func rowsBetween(ctx context.Context, files []FileInfo, since, until int64) (int64, error) {
 	var n int64
 	if since >= until {
@@ -109,9 +111,23 @@ func rowsBetween(ctx context.Context, files []FileInfo, since, until int64) (int
 			n += f.Rows
 			continue
 		}
-		err := readInternal(ctx, f.Path, since, until, func(seqs, _ []int64) bool {
-			n += int64(len(seqs))
-			return true
+		err := withInternal(f.Path, func(fi *internalFile) error {
+			for i, g := range fi.groups {
+				switch {
+				case g.known && (g.maxSeq <= since || g.minSeq > until):
+				case g.known && g.minSeq > since && g.maxSeq <= until:
+					n += g.rows
+				default:
+					if err := fi.read(ctx, i, func(seqs, _ []int64) {
+						lo := sort.Search(len(seqs), func(i int) bool { return seqs[i] > since })
+						hi := sort.Search(len(seqs), func(i int) bool { return seqs[i] > until })
+						n += int64(hi - lo)
+					}); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
 		})
 		if err != nil {
 			return 0, err
@@ -130,13 +146,9 @@ func firstAfter(ctx context.Context, files []FileInfo, seq int64) (RowPos, bool,
 	if f.MinSeq > seq {
 		return RowPos{Seq: f.MinSeq, IngestedAt: f.MinIngestedAt}, true, nil
 	}
-	var pos RowPos
-	found := false
-	err := readInternal(ctx, f.Path, seq, 1<<62, func(seqs, times []int64) bool {
-		pos, found = RowPos{Seq: seqs[0], IngestedAt: times[0]}, true
-		return false
-	})
-	return pos, found, err
+	return searchFile(ctx, f.Path,
+		func(g groupBounds) bool { return g.maxSeq > seq },
+		func(seqs, _ []int64) int { return sort.Search(len(seqs), func(i int) bool { return seqs[i] > seq }) })
 }
 
 // lastThrough is the last row with seq at or below cut.
@@ -149,18 +161,14 @@ func lastThrough(ctx context.Context, files []FileInfo, cut int64) (RowPos, bool
 	if f.MaxSeq <= cut {
 		return RowPos{Seq: f.MaxSeq, IngestedAt: f.MaxIngestedAt}, true, nil
 	}
-	var pos RowPos
-	found := false
-	err := readInternal(ctx, f.Path, 0, cut, func(seqs, times []int64) bool {
-		pos, found = RowPos{Seq: seqs[len(seqs)-1], IngestedAt: times[len(times)-1]}, true
-		return true
-	})
-	return pos, found, err
+	return searchFile(ctx, f.Path,
+		func(g groupBounds) bool { return g.maxSeq > cut },
+		func(seqs, _ []int64) int { return sort.Search(len(seqs), func(i int) bool { return seqs[i] > cut }) - 1 })
 }
 
 // lastSeqBefore returns the largest seq ingested before t (µs), 0 if none. Ingest times
-// never decrease with seq, so whole files answer from their bounds and only the boundary
-// file is read, and only its two internal columns.
+// never decrease with seq, so whole files and row groups answer from their bounds and only
+// the boundary row group is read.
 func lastSeqBefore(ctx context.Context, files []FileInfo, t int64) (int64, error) {
 	var last int64
 	for _, f := range files {
@@ -171,48 +179,133 @@ func lastSeqBefore(ctx context.Context, files []FileInfo, t int64) (int64, error
 		if f.MinIngestedAt >= t {
 			break
 		}
-		err := readInternal(ctx, f.Path, 0, 1<<62, func(seqs, times []int64) bool {
-			i := sort.Search(len(times), func(i int) bool { return times[i] >= t })
-			if i > 0 {
-				last = seqs[i-1]
-			}
-			return i == len(times)
-		})
+		pos, ok, err := searchFile(ctx, f.Path,
+			func(g groupBounds) bool { return g.maxAt >= t },
+			func(_, times []int64) int { return sort.Search(len(times), func(i int) bool { return times[i] >= t }) - 1 })
 		if err != nil {
 			return 0, err
+		}
+		if ok {
+			last = pos.Seq
 		}
 		break
 	}
 	return last, nil
 }
 
-// internalSchema is the projection position questions read.
-var internalSchema = arrow.NewSchema([]arrow.Field{
-	{Name: SeqColumn, Type: TypeLong.arrow()},
-	{Name: IngestedAtColumn, Type: TypeTimestamp.arrow()},
-}, nil)
-
-var errStopRead = errors.New("stop")
-
-// readInternal feeds the seq and ingest-time columns of a file's rows with seq in
-// (since, until] to fn, batch by batch, in seq order, until fn returns false. Batches are
-// never empty.
-func readInternal(ctx context.Context, path string, since, until int64, fn func(seqs, times []int64) bool) error {
-	var st ScanStats
-	err := scanFile(ctx, path, internalSchema, since, until, &st, func(rec arrow.RecordBatch) error {
-		seqs := rec.Column(0).(*array.Int64).Int64Values()
-		ts := rec.Column(1).(*array.Timestamp).TimestampValues()
-		times := make([]int64, len(ts))
-		for i, v := range ts {
-			times[i] = int64(v)
-		}
-		if !fn(seqs, times) {
-			return errStopRead
+// searchFile finds one row of a file whose rows are in seq (and ingest-time) order: the
+// first row group for which past is true is read, and pick returns the index of the row in
+// it, where -1 means the row before it (the last row of the previous group).
+func searchFile(ctx context.Context, path string, past func(groupBounds) bool, pick func(seqs, times []int64) int) (RowPos, bool, error) {
+	var pos RowPos
+	found := false
+	err := withInternal(path, func(fi *internalFile) error {
+		var prev *RowPos // the last row of the groups before
+		for i, g := range fi.groups {
+			var seqs, times []int64
+			if !g.known {
+				// No statistics: the group's values are its bounds.
+				if err := fi.read(ctx, i, func(s, t []int64) { seqs, times = s, t }); err != nil {
+					return err
+				}
+				if len(seqs) == 0 {
+					continue
+				}
+				g = groupBounds{minSeq: seqs[0], maxSeq: seqs[len(seqs)-1], minAt: times[0], maxAt: times[len(times)-1], known: true}
+			}
+			if !past(g) {
+				prev = &RowPos{Seq: g.maxSeq, IngestedAt: g.maxAt}
+				continue
+			}
+			if seqs == nil {
+				if err := fi.read(ctx, i, func(s, t []int64) { seqs, times = s, t }); err != nil {
+					return err
+				}
+			}
+			switch j := pick(seqs, times); {
+			case j >= 0 && j < len(seqs):
+				pos, found = RowPos{Seq: seqs[j], IngestedAt: times[j]}, true
+			case j < 0 && prev != nil:
+				pos, found = *prev, true
+			}
+			return nil
 		}
 		return nil
 	})
-	if errors.Is(err, errStopRead) {
-		return nil
+	return pos, found, err
+}
+
+// groupBounds are a row group's row count and, when the footer has statistics, its seq and
+// ingest-time bounds.
+type groupBounds struct {
+	rows           int64
+	minSeq, maxSeq int64
+	minAt, maxAt   int64
+	known          bool
+}
+
+// internalFile is a data file opened for position questions: the footer's row-group
+// bounds, and a reader of the two internal columns only.
+type internalFile struct {
+	pf     *file.Reader
+	fr     *pqarrow.FileReader
+	cols   []int
+	groups []groupBounds
+}
+
+func withInternal(path string, fn func(*internalFile) error) error {
+	pf, err := file.OpenParquetFile(path, false)
+	if err != nil {
+		return err
 	}
-	return err
+	defer pf.Close()
+	md := pf.MetaData()
+	seqCol, atCol := md.Schema.ColumnIndexByName(SeqColumn), md.Schema.ColumnIndexByName(IngestedAtColumn)
+	if seqCol < 0 || atCol < 0 {
+		return fmt.Errorf("%s: no %s or %s column", path, SeqColumn, IngestedAtColumn)
+	}
+	fi := &internalFile{pf: pf, cols: []int{seqCol, atCol}}
+	for i := 0; i < md.NumRowGroups(); i++ {
+		rg := md.RowGroup(i)
+		g := groupBounds{rows: rg.NumRows()}
+		var okSeq, okAt bool
+		g.minSeq, g.maxSeq, okSeq = rowGroupBounds(rg, seqCol)
+		g.minAt, g.maxAt, okAt = rowGroupBounds(rg, atCol)
+		g.known = okSeq && okAt
+		fi.groups = append(fi.groups, g)
+	}
+	if fi.fr, err = pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: rowGroupRows, Parallel: false}, memory.DefaultAllocator); err != nil {
+		return err
+	}
+	if err := fn(fi); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// read passes row group i's seqs and ingest times to fn, in one call.
+func (fi *internalFile) read(ctx context.Context, i int, fn func(seqs, times []int64)) error {
+	rr, err := fi.fr.GetRecordReader(ctx, fi.cols, []int{i})
+	if err != nil {
+		return err
+	}
+	defer rr.Release()
+	var seqs, times []int64
+	for rr.Next() {
+		rec := rr.RecordBatch()
+		sc, ok1 := rec.Column(0).(*array.Int64)
+		tc, ok2 := rec.Column(1).(*array.Timestamp)
+		if !ok1 || !ok2 {
+			return fmt.Errorf("internal columns are %s and %s", rec.Column(0).DataType(), rec.Column(1).DataType())
+		}
+		seqs = append(seqs, sc.Int64Values()...)
+		for _, v := range tc.TimestampValues() {
+			times = append(times, int64(v))
+		}
+	}
+	if err := rr.Err(); err != nil {
+		return err
+	}
+	fn(seqs, times)
+	return nil
 }

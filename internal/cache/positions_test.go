@@ -135,3 +135,82 @@ func TestPositions(t *testing.T) {
 		t.Fatal("positions of a missing partition")
 	}
 }
+
+// TestPositionsAcrossRowGroups checks every answer at and around row-group boundaries of
+// one file holding three row groups, against what the rows are known to be.
+func TestPositionsAcrossRowGroups(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	t1 := t0.Add(time.Hour)
+	clock := t0
+	c, err := Open(ctx, t.TempDir(), Options{Now: func() time.Time { return clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	const firstBatch, total = 70_000, 150_000
+	ingestN(t, c, "a", 0, firstBatch)
+	clock = t1
+	ingestN(t, c, "a", firstBatch, total-firstBatch)
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ps, err := c.Positions("logs", "source=a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ps.Release()
+	if len(ps.files) != 1 || ps.Head != total {
+		t.Fatalf("want one file up to seq %d, got %d files, head %d", total, len(ps.files), ps.Head)
+	}
+	if err := withInternal(ps.files[0].Path, func(fi *internalFile) error {
+		if len(fi.groups) != 3 || !fi.groups[1].known {
+			t.Fatalf("want three row groups with statistics, got %+v", fi.groups)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	timeOf := func(seq int64) time.Time {
+		if seq <= firstBatch {
+			return t0
+		}
+		return t1
+	}
+	probes := []int64{0, 1, rowGroupRows - 1, rowGroupRows, rowGroupRows + 1, firstBatch, 2*rowGroupRows - 1, 2 * rowGroupRows, 140_000, total - 1, total}
+	for _, since := range probes {
+		for _, until := range probes {
+			want := max(min(until, total)-since, 0)
+			if got, err := ps.Rows(ctx, since, until); err != nil || got != want {
+				t.Errorf("Rows(%d, %d) = %d, %v; want %d", since, until, got, err, want)
+			}
+		}
+		pos, ok, err := ps.FirstAfter(ctx, since)
+		if since == total {
+			if ok || err != nil {
+				t.Errorf("FirstAfter(head) = %+v %v %v", pos, ok, err)
+			}
+		} else if err != nil || !ok || pos.Seq != since+1 || !pos.Time().Equal(timeOf(since+1)) {
+			t.Errorf("FirstAfter(%d) = %+v %v %v", since, pos, ok, err)
+		}
+		if since > 0 {
+			pos, ok, err := lastThrough(ctx, ps.files, since)
+			if err != nil || !ok || pos.Seq != since || !pos.Time().Equal(timeOf(since)) {
+				t.Errorf("lastThrough(%d) = %+v %v %v", since, pos, ok, err)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		at   time.Time
+		want int64
+	}{
+		{t0, 0},
+		{t0.Add(time.Microsecond), firstBatch},
+		{t1, firstBatch},
+		{t1.Add(time.Microsecond), total},
+	} {
+		if got, err := ps.SeqBefore(ctx, tc.at); err != nil || got != tc.want {
+			t.Errorf("SeqBefore(%v) = %d, %v; want %d", tc.at, got, err, tc.want)
+		}
+	}
+}

@@ -129,7 +129,7 @@ func scanFile(ctx context.Context, path string, out *arrow.Schema, since, until 
 	}
 	var groups []int
 	for i := 0; i < md.NumRowGroups(); i++ {
-		lo, hi, ok := rowGroupSeqBounds(md.RowGroup(i), seqCol)
+		lo, hi, ok := rowGroupBounds(md.RowGroup(i), seqCol)
 		if ok && (hi <= since || lo > until) {
 			continue
 		}
@@ -143,14 +143,7 @@ func scanFile(ctx context.Context, path string, out *arrow.Schema, since, until 
 	if err != nil {
 		return err
 	}
-	// Only the columns out asks for are decoded: a position question reads two of them.
-	var cols []int
-	for _, f := range out.Fields() {
-		if i := md.Schema.ColumnIndexByName(f.Name); i >= 0 {
-			cols = append(cols, i)
-		}
-	}
-	rr, err := fr.GetRecordReader(ctx, cols, groups)
+	rr, err := fr.GetRecordReader(ctx, nil, groups)
 	if err != nil {
 		return err
 	}
@@ -180,7 +173,8 @@ func scanFile(ctx context.Context, path string, out *arrow.Schema, since, until 
 	return rr.Err()
 }
 
-func rowGroupSeqBounds(rg *metadata.RowGroupMetaData, col int) (int64, int64, bool) {
+// rowGroupBounds are the min and max of an int64 (or timestamp) column in a row group.
+func rowGroupBounds(rg *metadata.RowGroupMetaData, col int) (int64, int64, bool) {
 	cc, err := rg.ColumnChunk(col)
 	if err != nil {
 		return 0, 0, false
