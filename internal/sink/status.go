@@ -83,7 +83,9 @@ func (d *Driver) Status(ctx context.Context, name string) ([]InstanceStatus, err
 func (d *Driver) partitionStatus(ctx context.Context, x *instance, p Part) (PartitionStatus, error) {
 	st, err := d.store.Get(watermark.Key{Instance: x.name, Dataset: p.Dataset, Partition: p.Partition})
 	if err != nil {
-		return PartitionStatus{}, err
+		// An unreadable file (a bad hand edit) is this partition's problem, shown as its
+		// error; the export of it fails the same way until the file is fixed.
+		st = watermark.State{LastError: err.Error()}
 	}
 	lag, err := d.lag.of(ctx, d.cache, x.name, p, st.Seq)
 	if err != nil {

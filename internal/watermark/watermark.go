@@ -103,6 +103,10 @@ type State struct {
 	LastRewind   *Rewind       `json:"last_rewind,omitempty"`
 }
 
+// maxGeneration bounds a generation read from a file, so that adopting an edit (which
+// moves above it) can never overflow; it is also the largest integer JSON tools keep exact.
+const maxGeneration = 1 << 53
+
 // maxListed bounds the gaps and quarantined units a file keeps, so a sink that keeps
 // failing cannot grow its state file without limit; the oldest entries go first.
 const maxListed = 100
@@ -193,6 +197,9 @@ func (s *Store) read(k Key, e *entry) (State, error) {
 	}
 	if st.Seq < 0 {
 		return State{}, fmt.Errorf("watermark %s: seq %d is negative", path, st.Seq)
+	}
+	if st.Generation < 0 || st.Generation > maxGeneration {
+		return State{}, fmt.Errorf("watermark %s: generation %d is out of range 0..%d (fix or remove the field)", path, st.Generation, maxGeneration)
 	}
 	if st.Intent != nil && st.Intent.From != st.Seq {
 		// An intent belongs to the watermark it was written at; an edit that moved the seq
