@@ -16,6 +16,31 @@ import (
 	"github.com/hyp-project/hyp/internal/sink"
 )
 
+// sinksCall runs call against the daemon (or a local node) for the instance named in a, or
+// every instance, mapping an unknown name to a usage error.
+func sinksCall[T any](cmd *cobra.Command, g *globals, a []string, call func(control.API, string) ([]T, error)) ([]T, error) {
+	dir, err := g.resolve()
+	if err != nil {
+		return nil, err
+	}
+	instance := ""
+	if len(a) == 1 {
+		instance = a[0]
+	}
+	var res []T
+	err = withAPI(cmd.Context(), dir, func(api control.API) error {
+		res, err = call(api, instance)
+		return err
+	})
+	if errors.Is(err, sink.ErrUnknownSink) {
+		return nil, usageError{err}
+	}
+	if res == nil {
+		res = []T{}
+	}
+	return res, err
+}
+
 func sinkStatusCmd(g *globals) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -23,32 +48,53 @@ func sinkStatusCmd(g *globals) *cobra.Command {
 		Short: "Per partition: watermark, head seq, lag rows, oldest unexported age, last export, last error, gaps",
 		Args:  args(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			dir, err := g.resolve()
-			if err != nil {
-				return err
-			}
-			instance := ""
-			if len(a) == 1 {
-				instance = a[0]
-			}
-			var res []sink.InstanceStatus
-			err = withAPI(cmd.Context(), dir, func(api control.API) error {
-				res, err = api.SinkStatus(cmd.Context(), instance)
-				return err
+			res, err := sinksCall(cmd, g, a, func(api control.API, instance string) ([]sink.InstanceStatus, error) {
+				return api.SinkStatus(cmd.Context(), instance)
 			})
-			if errors.Is(err, sink.ErrUnknownSink) {
-				return usageError{err}
-			}
 			if err != nil {
 				return err
-			}
-			if res == nil {
-				res = []sink.InstanceStatus{}
 			}
 			if asJSON {
 				return printJSON(os.Stdout, map[string]any{"sinks": res})
 			}
 			printSinkStatus(res)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "machine output")
+	return cmd
+}
+
+func sinkRunCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "run [INSTANCE]",
+		Short: "Export now and wait; exit 1 if any partition failed",
+		Args:  args(cobra.MaximumNArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			res, err := sinksCall(cmd, g, a, func(api control.API, instance string) ([]sink.RunResult, error) {
+				return api.RunSinks(cmd.Context(), instance)
+			})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if err := printJSON(os.Stdout, map[string]any{"sinks": res}); err != nil {
+					return err
+				}
+			} else {
+				for _, r := range res {
+					fmt.Printf("%s: %s, %d rows, %d bytes, %d units\n", r.Instance, r.Status, r.Rows, r.Bytes, r.Units)
+					for _, e := range r.Errors {
+						fmt.Printf("  error: %s\n", e)
+					}
+				}
+			}
+			for _, r := range res {
+				if r.Status != "ok" {
+					return fmt.Errorf("sink %s: %s", r.Instance, r.Status)
+				}
+			}
 			return nil
 		},
 	}
