@@ -140,6 +140,9 @@ func (c *Cache) prunePartition(ctx context.Context, p *Partition, pol PrunePolic
 		}
 		res.HeldRows = all - res.DeletedRows
 	}
+	if res.HeldRows == 0 {
+		res.HeldFor = nil // max_age overrode the holders
+	}
 	if res.DeletedRows == 0 {
 		return res, nil
 	}
