@@ -84,7 +84,13 @@ func (ps *Positions) FirstAfter(ctx context.Context, seq int64) (RowPos, bool, e
 // pruned seq before t that is known, which lies below PrunedThrough, so a caller comparing
 // it with PrunedThrough sees the missing range.
 func (ps *Positions) SeqBefore(ctx context.Context, t time.Time) (int64, error) {
-	s, err := lastSeqBefore(ctx, ps.files, t.UnixMicro())
+	// Ingest times are whole microseconds: a row stamped in T's microsecond but below T
+	// is before T, so a T with a fraction of a microsecond rounds up.
+	us := t.UnixMicro()
+	if t.Sub(time.UnixMicro(us)) > 0 {
+		us++
+	}
+	s, err := lastSeqBefore(ctx, ps.files, us)
 	if err != nil {
 		return 0, err
 	}

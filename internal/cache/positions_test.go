@@ -208,6 +208,8 @@ func TestPositionsAcrossRowGroups(t *testing.T) {
 		{t0.Add(time.Microsecond), firstBatch},
 		{t1, firstBatch},
 		{t1.Add(time.Microsecond), total},
+		{t1.Add(time.Nanosecond), total}, // a row stamped at t1 is before t1+1ns
+		{t1.Add(-time.Nanosecond), firstBatch},
 	} {
 		if got, err := ps.SeqBefore(ctx, tc.at); err != nil || got != tc.want {
 			t.Errorf("SeqBefore(%v) = %d, %v; want %d", tc.at, got, err, tc.want)

@@ -140,6 +140,15 @@ func TestRewindRequestErrors(t *testing.T) {
 	if st := getWM(t, e.d, key("s1", "a")); st.LastRewind != nil {
 		t.Fatalf("a refused request changed the watermark: %+v", st)
 	}
+	// A bare value is a source, even one with '=' in it.
+	e.l.ingest(t, e.c, "k=v", 2)
+	runNow(t, e.d, "s1")
+	for _, p := range []string{"k=v", "source=k=v"} {
+		res, err := e.d.Rewind(e.ctx, RewindRequest{Instance: "s1", Partition: p, Target: Target{Earliest: true}, DryRun: true})
+		if err != nil || len(res.Changes) != 1 || res.Changes[0].Partition != "source=k=v" || res.Changes[0].RowsToExport != 2 {
+			t.Fatalf("--partition %s: %+v %v", p, res, err)
+		}
+	}
 }
 
 // max_age deletes rows a sink has not exported: each sink gets a gap with exactly the rows

@@ -156,8 +156,10 @@ func (d *Driver) rewindParts(x *instance, req RewindRequest) ([]Part, error) {
 	if req.Dataset != "" && !x.covers(req.Dataset) {
 		return nil, fmt.Errorf("%w: sink %s does not export dataset %q (it exports %s)", ErrBadRewind, x.name, req.Dataset, strings.Join(x.cfg.Datasets, ", "))
 	}
+	// A bare value is a source; a full name starts with source= or gateway=. A source may
+	// itself contain '=' ("a=b" is the source "a=b").
 	want := req.Partition
-	if want != "" && !strings.Contains(want, "=") {
+	if want != "" && !strings.HasPrefix(want, "source=") && !strings.HasPrefix(want, "gateway=") {
 		want = partition.Name(want)
 	}
 	if want != "" {
