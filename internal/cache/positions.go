@@ -169,7 +169,9 @@ func lastThrough(ctx context.Context, files []FileInfo, cut int64) (RowPos, bool
 	}
 	return searchFile(ctx, f.Path,
 		func(g groupBounds) bool { return g.maxSeq > cut },
-		func(seqs, _ []int64) int { return sort.Search(len(seqs), func(i int) bool { return seqs[i] > cut }) - 1 })
+		func(seqs, _ []int64) int {
+			return sort.Search(len(seqs), func(i int) bool { return seqs[i] > cut }) - 1
+		})
 }
 
 // lastSeqBefore returns the largest seq ingested before t (µs), 0 if none. Ingest times
@@ -187,7 +189,9 @@ func lastSeqBefore(ctx context.Context, files []FileInfo, t int64) (int64, error
 		}
 		pos, ok, err := searchFile(ctx, f.Path,
 			func(g groupBounds) bool { return g.maxAt >= t },
-			func(_, times []int64) int { return sort.Search(len(times), func(i int) bool { return times[i] >= t }) - 1 })
+			func(_, times []int64) int {
+				return sort.Search(len(times), func(i int) bool { return times[i] >= t }) - 1
+			})
 		if err != nil {
 			return 0, err
 		}
