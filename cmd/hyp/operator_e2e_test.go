@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -629,6 +630,17 @@ func opMetric(t *testing.T, addr, name string, labels ...string) (v float64, fou
 // while the daemon runs; every row then reaches the central exactly once.
 func TestSeedScenarioWithholdReleaseRewind(t *testing.T) {
 	t.Parallel()
+	// The operator changes withhold_sources either by restarting the daemon or, without
+	// dropping a client connection, by SIGHUP.
+	for _, how := range []string{"restart", "sighup"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			seedScenario(t, how == "sighup")
+		})
+	}
+}
+
+func seedScenario(t *testing.T, viaSIGHUP bool) {
 	srvHome, srvAddr, tokens := newServerHome(t)
 	startHypServer(t, srvHome, srvAddr, tokens)
 	home, addr := t.TempDir(), freePort(t)
@@ -650,10 +662,25 @@ func TestSeedScenarioWithholdReleaseRewind(t *testing.T) {
 		return ok && p.caughtUp() && p.ExportedRows == 25
 	})
 
-	// Phase B: claude is withheld (config is read at start; the clients keep sending).
-	d.stop(t)
-	writeDaemonYAML(t, home, addr, "", withholding)
-	d = startHypDaemon(t, home, addr)
+	reconfigure := func(yaml string, withheld bool) {
+		t.Helper()
+		writeDaemonYAML(t, home, addr, "", yaml)
+		if !viaSIGHUP {
+			d.stop(t)
+			d = startHypDaemon(t, home, addr)
+			return
+		}
+		if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		opWait(t, home, "central", 30*time.Second, fmt.Sprintf("SIGHUP applied (claude withheld %v)", withheld), func(st opSinkStatus) bool {
+			p, ok := st.part("central", "logs", claude)
+			return ok && p.Withheld == withheld
+		})
+	}
+
+	// Phase B: claude is withheld; the clients keep sending.
+	reconfigure(withholding, true)
 	for range 3 {
 		claudeRows.ingest(t, addr, "logs", "claude", 30)
 	}
@@ -742,10 +769,8 @@ func TestSeedScenarioWithholdReleaseRewind(t *testing.T) {
 	}
 	checkPlan("dry run while withheld", res, true, true)
 
-	// Release: the config without the withhold; the clients keep sending across the restart.
-	d.stop(t)
-	writeDaemonYAML(t, home, addr, "", base)
-	startHypDaemon(t, home, addr)
+	// Release: the config without the withhold; the clients keep sending.
+	reconfigure(base, false)
 	before := opSinkStatusOf(t, home, "central")
 	pb, _ := before.part("central", "logs", claude)
 	if pb.Withheld || pb.WatermarkSeq != headB || pb.LastRewind != nil {
@@ -782,6 +807,9 @@ func TestSeedScenarioWithholdReleaseRewind(t *testing.T) {
 		return ok && p.caughtUp() && p.ExportedRows == 25+90+20
 	})
 	want := cl.truth(t, home, claudeRows.want)
+	if viaSIGHUP && cl.failed > 0 {
+		t.Errorf("%d client requests failed although the daemon was only sent SIGHUP", cl.failed)
+	}
 	opAllCaughtUp(t, home, "central", 30*time.Second)
 	checkServer(t, "after release and rewind", srvHome, want)
 	st = opSinkStatusOf(t, home, "central")

@@ -27,6 +27,9 @@ type Config struct {
 	Ingest Ingest          `yaml:"ingest"`
 	Cache  Cache           `yaml:"cache"`
 	Sinks  map[string]Sink `yaml:"sinks"` // keyed by instance name
+	// File is the path Load was given ("" for <home>/hyp.yaml or the defaults), so a
+	// reload reads the same place.
+	File string `yaml:"-"`
 }
 
 // Ingest configures the ingest API, OTLP/HTTP and /metrics listener.
@@ -123,7 +126,11 @@ func Load(home, path string) (*Config, error) {
 		}
 		return nil, err
 	}
-	return parse(home, path, data)
+	cfg, err := parse(home, path, data)
+	if cfg != nil && explicit {
+		cfg.File = path
+	}
+	return cfg, err
 }
 
 // Parse parses hyp.yaml contents over the defaults for home and validates

@@ -94,7 +94,11 @@ func TestSinkVerbsOverTheSocket(t *testing.T) {
 		}
 	}
 	// A refusal carries the plan: force a prune of everything past the sink.
-	n.Cfg.Cache.Retention.Default = config.Duration(time.Nanosecond)
+	next := *n.Cfg
+	next.Cache.Retention.Default = config.Duration(time.Nanosecond)
+	if applied, restart := n.Reload(&next); len(applied) != 1 || len(restart) != 0 {
+		t.Fatalf("reload of retention: applied %v, needs restart %v", applied, restart)
+	}
 	if _, err := c.RunSinks(ctx, "files"); err != nil {
 		t.Fatal(err)
 	}

@@ -12,9 +12,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hyp-project/hyp/internal/cache"
@@ -184,7 +186,25 @@ func serve(ctx context.Context, dir string, cfg *config.Config, listen string, l
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
-	<-ctx.Done()
+	// SIGHUP re-reads the config and applies what a running node can (retention, sink
+	// schedules, datasets and withhold_sources) without dropping a connection.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for waiting := true; waiting; {
+		select {
+		case <-ctx.Done():
+			waiting = false
+		case <-hup:
+			next, err := config.Load(dir, cfg.File)
+			if err != nil {
+				log.Error("config reload refused; keeping the running config", "err", err)
+				continue
+			}
+			applied, needRestart := n.Reload(next)
+			log.Info("config reloaded", "applied", len(applied), "needs_restart", len(needRestart))
+		}
+	}
 
 	log.Info("hyp daemon draining")
 	isReady.Store(false)

@@ -9,7 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,8 +24,11 @@ import (
 
 // Node is the single writer of a home.
 type Node struct {
-	Home  string
+	Home string
+	// Cfg is the config the node started with; live is the latest one Reload accepted,
+	// which retention and the sinks follow.
 	Cfg   *config.Config
+	live  atomic.Pointer[config.Config]
 	Cache *cache.Cache
 	Sinks *sink.Driver
 	Reg   *prometheus.Registry
@@ -49,6 +54,7 @@ func Open(ctx context.Context, dir string, cfg *config.Config, log *slog.Logger)
 		return nil, err
 	}
 	n := &Node{Home: dir, Cfg: cfg, Cache: c, Reg: prometheus.NewRegistry(), log: log}
+	n.live.Store(cfg)
 	n.compactions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hyp_compactions_total", Help: "Partition compactions completed."}, []string{"dataset"})
 	n.retentionRows = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hyp_retention_deleted_rows_total", Help: "Rows deleted by retention."}, []string{"dataset"})
 	n.unexportedRows = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hyp_retention_unexported_deleted_rows_total", Help: "Rows retention deleted before a sink exported them (forced by max_age)."}, []string{"sink", "dataset"})
@@ -114,9 +120,10 @@ func (n *Node) Prune(ctx context.Context, dryRun bool) ([]cache.PruneResult, err
 	}
 	n.positions.Lock()
 	defer n.positions.Unlock()
-	r := n.Cfg.Cache.Retention
+	cfg := n.live.Load()
+	r := cfg.Cache.Retention
 	res, err := n.Cache.Prune(ctx, cache.PrunePolicy{
-		Retention:    n.Cfg.RetentionFor,
+		Retention:    cfg.RetentionFor,
 		HoldForSinks: r.HoldForSinks,
 		MaxAge:       time.Duration(r.MaxAge),
 		Consumers:    n.Sinks.Consumers,
@@ -137,6 +144,34 @@ func (n *Node) Prune(ctx context.Context, dryRun bool) ([]cache.PruneResult, err
 		}
 	}
 	return res, errors.Join(append(errs, err)...)
+}
+
+// Reload applies a new config where the running node can: retention at once, and each
+// sink's schedule, datasets and withhold_sources. What needs a restart (listeners, flush
+// and compaction intervals, sinks added, removed or pointed elsewhere) is returned and
+// left as it was. Everything applied is logged.
+func (n *Node) Reload(cfg *config.Config) (applied, needRestart []string) {
+	old := n.live.Load()
+	applied, needRestart = n.Sinks.Reconfigure(cfg.Sinks)
+	if !reflect.DeepEqual(old.Cache.Retention, cfg.Cache.Retention) {
+		applied = append(applied, "cache.retention")
+	}
+	if !reflect.DeepEqual(old.Ingest, cfg.Ingest) {
+		needRestart = append(needRestart, "ingest")
+	}
+	if old.Cache.FlushInterval != cfg.Cache.FlushInterval || old.Cache.Compaction != cfg.Cache.Compaction {
+		needRestart = append(needRestart, "cache.flush_interval or cache.compaction")
+	}
+	live := *old
+	live.Cache.Retention = cfg.Cache.Retention
+	n.live.Store(&live)
+	for _, a := range applied {
+		n.log.Info("config reloaded", "applied", a)
+	}
+	for _, r := range needRestart {
+		n.log.Warn("config change needs a restart; not applied", "change", r)
+	}
+	return applied, needRestart
 }
 
 // SinkStatus reports where sinks stand, after making every acknowledged row visible.

@@ -60,14 +60,15 @@ type Driver struct {
 
 type instance struct {
 	name    string
-	cfg     config.Sink
+	cfg     config.Sink // as built; Reconfigure changes only what live holds
+	live    atomic.Pointer[liveSettings]
+	wake    chan struct{} // a new schedule: the loop recomputes its next tick
 	cache   Cache
 	store   *watermark.Store
 	ship    shipper
 	lim     limits // the unit budget of ship's destination
 	gateway string
 	home    string
-	sched   config.Schedule
 	sem     chan struct{} // single flight: a tick holds it
 	log     *slog.Logger
 	now     func() time.Time
@@ -125,9 +126,10 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		}
 		x := &instance{
 			name: name, cfg: cfg, cache: o.Cache, store: d.store, gateway: gateway, home: o.Home,
-			sched: sched, sem: make(chan struct{}, 1),
+			wake: make(chan struct{}, 1), sem: make(chan struct{}, 1),
 			log: log.With("sink", name), now: now, metrics: m, hooks: failpoints(&failpointHits),
 		}
+		x.live.Store(&liveSettings{sched: sched, schedule: cfg.Schedule, datasets: cfg.Datasets, withhold: cfg.WithholdSources})
 		if x.ship, x.lim, err = newShipper(ctx, x, o.UnitRows); err != nil {
 			x.broken = fmt.Errorf("sink %s: %w", name, err)
 		}
@@ -165,12 +167,15 @@ func (d *Driver) Run(ctx context.Context) {
 
 func (x *instance) loop(ctx context.Context) {
 	for {
-		next := x.sched.Next(x.now())
+		next := x.live.Load().sched.Next(x.now())
 		t := time.NewTimer(time.Until(next))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
+		case <-x.wake:
+			t.Stop()
+			continue
 		case <-t.C:
 		}
 		select {
@@ -275,19 +280,21 @@ func (x *instance) tick(ctx context.Context) RunResult {
 }
 
 func (x *instance) covers(dataset string) bool {
-	return len(x.cfg.Datasets) == 0 || slices.Contains(x.cfg.Datasets, dataset)
+	ds := x.live.Load().datasets
+	return len(ds) == 0 || slices.Contains(ds, dataset)
 }
 
 // withheld reports whether the instance skips p's rows (drop-but-advance).
 func (x *instance) withheld(p Part) bool {
-	if len(x.cfg.WithholdSources) == 0 {
+	patterns := x.live.Load().withhold
+	if len(patterns) == 0 {
 		return false
 	}
 	_, src, err := partition.Parse(p.Partition)
 	if err != nil {
 		return false
 	}
-	for _, pat := range x.cfg.WithholdSources {
+	for _, pat := range patterns {
 		if ok, _ := filepath.Match(pat, src); ok || pat == src {
 			return true
 		}

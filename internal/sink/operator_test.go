@@ -3,6 +3,7 @@ package sink
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/config"
 	"github.com/hyp-project/hyp/internal/partition"
 	"github.com/hyp-project/hyp/internal/watermark"
 )
@@ -338,3 +340,39 @@ func gauges(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 }
 
 func gaugeValue(m *dto.Metric) float64 { return m.GetGauge().GetValue() }
+
+func TestReconfigureAppliesLiveSettingsOnly(t *testing.T) {
+	home := t.TempDir()
+	e := newEnv(t, 100, blobSink(home, "s1"), blobSink(home, "s2"))
+	e.l.ingest(t, e.c, "a", 3)
+	runNow(t, e.d, "s1")
+
+	s1, s2 := blobSink(home, "s1"), blobSink(home, "s2")
+	s1.WithholdSources, s1.Schedule = []string{"a"}, "@every 5m"
+	s2.Destination.Path = filepath.Join(home, "elsewhere")
+	applied, restart := e.d.Reconfigure(map[string]config.Sink{"s1": s1, "s2": s2, "s3": blobSink(home, "s3")})
+	wantApplied := []string{`sink s1: schedule "@every 1h" -> "@every 5m"`, "sink s1: withhold_sources [] -> [a]"}
+	wantRestart := []string{"sink s2: type, format, destination, url or token_file changed", "sink s3 added"}
+	if !slices.Equal(applied, wantApplied) || !slices.Equal(restart, wantRestart) {
+		t.Fatalf("applied %q, needs restart %q; want %q and %q", applied, restart, wantApplied, wantRestart)
+	}
+	// The next rows of a are withheld by s1 at once, and s2 still exports to where it did.
+	e.l.ingest(t, e.c, "a", 2)
+	e.fakes["s1"].reset()
+	if res := runNow(t, e.d, "s1"); res.Rows != 0 || len(e.fakes["s1"].all()) != 0 {
+		t.Fatalf("s1 exported %+v after withholding a", res)
+	}
+	if st := getWM(t, e.d, key("s1", "a")); st.WithheldRows != 2 || st.Seq != headOf(t, e.c, "a") {
+		t.Fatalf("s1 watermark %+v", st)
+	}
+	if got := e.d.inst(t, "s2").cfg.Destination.Path; got != blobSink(home, "s2").Destination.Path {
+		t.Fatalf("s2 destination changed live to %s", got)
+	}
+	if _, restart := e.d.Reconfigure(map[string]config.Sink{"s2": blobSink(home, "s2")}); !slices.Equal(restart, []string{"sink s1 removed"}) {
+		t.Fatalf("removing s1: %q", restart)
+	}
+	// Nothing changed: nothing reported.
+	if applied, restart := e.d.Reconfigure(map[string]config.Sink{"s1": s1, "s2": blobSink(home, "s2")}); len(applied)+len(restart) != 0 {
+		t.Fatalf("no change reported %q %q", applied, restart)
+	}
+}

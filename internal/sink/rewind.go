@@ -154,7 +154,7 @@ func (d *Driver) Rewind(ctx context.Context, req RewindRequest) (RewindResult, e
 // rewindParts are the partitions a request names, in cache order.
 func (d *Driver) rewindParts(x *instance, req RewindRequest) ([]Part, error) {
 	if req.Dataset != "" && !x.covers(req.Dataset) {
-		return nil, fmt.Errorf("%w: sink %s does not export dataset %q (it exports %s)", ErrBadRewind, x.name, req.Dataset, strings.Join(x.cfg.Datasets, ", "))
+		return nil, fmt.Errorf("%w: sink %s does not export dataset %q (it exports %s)", ErrBadRewind, x.name, req.Dataset, strings.Join(x.live.Load().datasets, ", "))
 	}
 	// A bare value is a source; a full name starts with source= or gateway=. A source may
 	// itself contain '=' ("a=b" is the source "a=b").
