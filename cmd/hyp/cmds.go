@@ -192,6 +192,7 @@ type partitionJSON struct {
 	MinSeq           int64      `json:"min_seq"`
 	MaxSeq           int64      `json:"max_seq"`
 	HeadSeq          int64      `json:"head_seq"`
+	PrunedThrough    int64      `json:"pruned_through_seq"`
 	OldestIngestedAt *time.Time `json:"oldest_ingested_at"`
 	NewestIngestedAt *time.Time `json:"newest_ingested_at"`
 }
@@ -207,7 +208,7 @@ func cacheStatusJSON(st []cache.PartitionStatus) []datasetJSON {
 		if len(out) == 0 || out[len(out)-1].Dataset != p.Dataset {
 			out = append(out, datasetJSON{Dataset: p.Dataset, Partitions: []partitionJSON{}})
 		}
-		pj := partitionJSON{Partition: p.Partition, Rows: p.Rows, Files: p.Files, Bytes: p.Bytes, MinSeq: p.MinSeq, MaxSeq: p.MaxSeq, HeadSeq: p.HeadSeq}
+		pj := partitionJSON{Partition: p.Partition, Rows: p.Rows, Files: p.Files, Bytes: p.Bytes, MinSeq: p.MinSeq, MaxSeq: p.MaxSeq, HeadSeq: p.HeadSeq, PrunedThrough: p.PrunedThrough}
 		if p.Rows > 0 {
 			o, n := p.OldestIngestedAt, p.NewestIngestedAt
 			pj.OldestIngestedAt, pj.NewestIngestedAt = &o, &n

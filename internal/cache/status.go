@@ -18,6 +18,7 @@ type PartitionStatus struct {
 	MinSeq           int64
 	MaxSeq           int64 // highest seq still cached (0 if none)
 	HeadSeq          int64 // highest seq ever committed, also after every row was pruned
+	PrunedThrough    int64 // highest seq retention deleted (0 = none)
 	OldestIngestedAt time.Time
 	NewestIngestedAt time.Time
 	Generation       string
@@ -30,7 +31,7 @@ func (p *Partition) status() PartitionStatus {
 	if p.gen == nil {
 		return st
 	}
-	st.HeadSeq, st.Generation, st.Files = p.gen.maxSeq, p.gen.name, len(p.gen.files)
+	st.HeadSeq, st.PrunedThrough, st.Generation, st.Files = p.gen.maxSeq, p.gen.prunedThrough, p.gen.name, len(p.gen.files)
 	for i, f := range p.gen.files {
 		st.Rows += f.Rows
 		st.Bytes += f.Bytes

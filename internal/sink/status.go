@@ -66,7 +66,7 @@ func (d *Driver) Status(ctx context.Context, name string) ([]InstanceStatus, err
 			if !x.covers(cp.Dataset) {
 				continue
 			}
-			ps, err := d.partitionStatus(ctx, x, Part{Dataset: cp.Dataset, Partition: cp.Partition})
+			ps, err := d.partitionStatus(ctx, x, cp)
 			if errors.Is(err, cache.ErrNoPartition) {
 				continue
 			}
@@ -80,14 +80,15 @@ func (d *Driver) Status(ctx context.Context, name string) ([]InstanceStatus, err
 	return out, nil
 }
 
-func (d *Driver) partitionStatus(ctx context.Context, x *instance, p Part) (PartitionStatus, error) {
+func (d *Driver) partitionStatus(ctx context.Context, x *instance, cp cache.PartitionStatus) (PartitionStatus, error) {
+	p := Part{Dataset: cp.Dataset, Partition: cp.Partition}
 	st, err := d.store.Get(watermark.Key{Instance: x.name, Dataset: p.Dataset, Partition: p.Partition})
 	if err != nil {
 		// An unreadable file (a bad hand edit) is this partition's problem, shown as its
 		// error; the export of it fails the same way until the file is fixed.
 		st = watermark.State{LastError: err.Error()}
 	}
-	lag, err := d.lag.of(ctx, d.cache, x.name, p, st.Seq)
+	lag, err := d.lag.of(ctx, d.cache, x.name, cp, st.Seq)
 	if err != nil {
 		return PartitionStatus{}, err
 	}
@@ -127,7 +128,8 @@ func (d *Driver) selectInstances(name string) ([]*instance, error) {
 }
 
 // lagMemo remembers each position's lag by what determines it (watermark, head and the
-// pruned mark), so a scrape of an idle sink reads no file at all.
+// pruned mark, all known from the cache's in-memory index), so a scrape of an idle sink
+// pins nothing and reads no data file.
 type lagMemo struct {
 	mu sync.Mutex
 	m  map[lagKey]lagValue
@@ -143,19 +145,19 @@ type lagValue struct {
 	oldest            cache.RowPos
 }
 
-func (lm *lagMemo) of(ctx context.Context, c Cache, instance string, p Part, seq int64) (lagValue, error) {
-	pos, err := c.Positions(p.Dataset, p.Partition)
+func (lm *lagMemo) of(ctx context.Context, c Cache, instance string, cp cache.PartitionStatus, seq int64) (lagValue, error) {
+	k := lagKey{instance, cp.Dataset, cp.Partition}
+	lm.mu.Lock()
+	v, ok := lm.m[k]
+	lm.mu.Unlock()
+	if ok && v.seq == seq && v.head == cp.HeadSeq && v.pruned == cp.PrunedThrough {
+		return v, nil
+	}
+	pos, err := c.Positions(cp.Dataset, cp.Partition)
 	if err != nil {
 		return lagValue{}, err
 	}
 	defer pos.Release()
-	k := lagKey{instance, p.Dataset, p.Partition}
-	lm.mu.Lock()
-	v, ok := lm.m[k]
-	lm.mu.Unlock()
-	if ok && v.seq == seq && v.head == pos.Head && v.pruned == pos.PrunedThrough {
-		return v, nil
-	}
 	v = lagValue{seq: seq, head: pos.Head, pruned: pos.PrunedThrough}
 	if v.rows, err = pos.Rows(ctx, seq, pos.Head); err != nil {
 		return lagValue{}, err
