@@ -37,6 +37,7 @@ $(MINIO):
 soak: tools
 	RAPID_CHECKS=2000 $(GO) test -count=1 -timeout 60m -run 'ExactlyOnceModel|ConcurrentExport' ./internal/sink
 	$(GO) test -count=10 -timeout 60m -run 'KillNine|ForwardThroughFaults|S3ExactlyOnce|SIGTERMDuring|KillNineLoses' ./cmd/hyp
+	$(GO) test -count=10 -timeout 60m -run 'RewindsDuringTicks|HandEditedWatermark|SeedScenario|StalledSink' ./cmd/hyp
 
 # Longer fuzzing than the seed corpus `make test` runs.
 FUZZTIME ?= 60s
