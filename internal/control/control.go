@@ -152,19 +152,15 @@ func Handler(n *node.Node, ingest http.Handler) http.Handler {
 			return
 		}
 		res, err := n.Rewind(r.Context(), req)
-		if errors.Is(err, sink.ErrRewindGap) {
-			// The refusal carries the plan, so the caller can show what is missing.
-			writeJSON(w, 409, rewindRefusal{errorBody: errorBody{Error: "rewind_gap", Message: err.Error()}, Plan: res})
-			return
-		}
 		reply(w, res, err)
 	})
 	return mux
 }
 
+// rewindRefusal carries the refused plan, so the caller can show what is missing.
 type rewindRefusal struct {
 	errorBody
-	Plan sink.RewindResult `json:"plan"`
+	Plan json.RawMessage `json:"plan"`
 }
 
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
@@ -182,6 +178,9 @@ func reply(w http.ResponseWriter, v any, err error) {
 		writeJSON(w, 404, errorBody{Error: "unknown_sink", Message: err.Error()})
 	case errors.Is(err, sink.ErrBadRewind):
 		writeJSON(w, 422, errorBody{Error: "bad_rewind", Message: err.Error()})
+	case errors.Is(err, sink.ErrRewindGap):
+		plan, _ := json.Marshal(v)
+		writeJSON(w, 409, rewindRefusal{errorBody: errorBody{Error: "rewind_gap", Message: err.Error()}, Plan: plan})
 	case err != nil:
 		writeErr(w, err)
 	default:
@@ -265,9 +264,8 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, ctype
 			return &remoteError{sink.ErrBadRewind, eb.Message}
 		case "rewind_gap":
 			var rr rewindRefusal
-			_ = json.Unmarshal(data, &rr)
-			if p, ok := out.(*sink.RewindResult); ok {
-				*p = rr.Plan
+			if json.Unmarshal(data, &rr) == nil && len(rr.Plan) > 0 && out != nil {
+				_ = json.Unmarshal(rr.Plan, out)
 			}
 			return &remoteError{sink.ErrRewindGap, eb.Message}
 		}
