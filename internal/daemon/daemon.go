@@ -202,7 +202,7 @@ func serve(ctx context.Context, dir string, cfg *config.Config, listen string, l
 				continue
 			}
 			applied, needRestart := n.Reload(next)
-			log.Info("config reloaded", "applied", len(applied), "needs_restart", len(needRestart))
+			log.Info("config reload done", "applied", len(applied), "needs_restart", len(needRestart))
 		}
 	}
 
