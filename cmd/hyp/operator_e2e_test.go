@@ -526,8 +526,8 @@ func (c *opClients) truth(t *testing.T, home string, extra ...map[string]map[int
 	return map[string]map[int]bool{c.dataset: cached}
 }
 
-// opStallNext makes the next request through px stall for 2s before it passes, and returns
-// how many requests px had seen before it.
+// opStallNext makes the next request through px stall (px.stallFor) before it passes, and
+// returns how many requests px had seen before it.
 func opStallNext(px *faultProxy) int {
 	px.mu.Lock()
 	defer px.mu.Unlock()
@@ -562,7 +562,7 @@ func opStalled(t *testing.T, px *faultProxy, n int) {
 		t.Fatalf("test setup: request %d through the proxy was %+v, want the stalled unit", n, q)
 	}
 	if q.status != 0 {
-		t.Fatalf("test setup: the stalled unit %s was answered (%d) before the step finished; the 2s stall was too short on this machine", q.seqRange, q.status)
+		t.Fatalf("test setup: the stalled unit %s was answered (%d) before the step finished; the stall was too short on this machine", q.seqRange, q.status)
 	}
 }
 
@@ -831,7 +831,9 @@ func opStartCentralAndFiles(t *testing.T, centralSchedule, filesSchedule string)
 	t.Helper()
 	srvHome, srvAddr, tokens := newServerHome(t)
 	startHypServer(t, srvHome, srvAddr, tokens)
-	px := &faultProxy{target: "http://" + srvAddr, client: &http.Client{Timeout: time.Minute}}
+	// A stalled unit is held 4s: long enough for a CLI step under a loaded 2-core machine,
+	// short of the sender's 10s request timeout.
+	px := &faultProxy{target: "http://" + srvAddr, client: &http.Client{Timeout: time.Minute}, stallFor: 4 * time.Second}
 	ps := httptest.NewServer(px)
 	t.Cleanup(ps.Close)
 	home, addr := t.TempDir(), freePort(t)

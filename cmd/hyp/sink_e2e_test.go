@@ -1188,11 +1188,12 @@ type proxyReq struct {
 // faultProxy sits between a daemon and a server: request i suffers plan[i], every later
 // request passes through.
 type faultProxy struct {
-	target string
-	client *http.Client
-	plan   []string
-	mu     sync.Mutex
-	reqs   []proxyReq
+	target   string
+	client   *http.Client
+	plan     []string
+	stallFor time.Duration // how long a "stall" holds a request (default 2s, below the sender's 10s request timeout)
+	mu       sync.Mutex
+	reqs     []proxyReq
 }
 
 func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -1220,7 +1221,11 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "reset":
 		resetConn(w)
 	case "stall":
-		time.Sleep(2 * time.Second)
+		d := p.stallFor
+		if d == 0 {
+			d = 2 * time.Second
+		}
+		time.Sleep(d)
 		p.pass(w, r, body, i)
 	case "drop":
 		// The server stores the rows; the sender never sees its 200.
