@@ -146,6 +146,11 @@ func (c *Cache) prunePartition(ctx context.Context, p *Partition, pol PrunePolic
 	if res.DeletedRows == 0 {
 		return res, nil
 	}
+	// The last deleted row bounds every loss and becomes the pruned mark.
+	last, ok, err := lastThrough(ctx, g.files, cut)
+	if err != nil || !ok {
+		return res, err
+	}
 	// Whatever goes above a consumer's position was never read by it: that exact range is
 	// reported so it becomes a recorded gap, never a silent loss.
 	if floor.Seq >= 0 && cut > floor.Seq {
@@ -153,7 +158,7 @@ func (c *Cache) prunePartition(ctx context.Context, p *Partition, pol PrunePolic
 			return res, err
 		}
 		for _, c := range consumers {
-			l, err := g.loss(ctx, c, cut)
+			l, err := g.loss(ctx, c, cut, last)
 			if err != nil {
 				return res, err
 			}
@@ -166,15 +171,11 @@ func (c *Cache) prunePartition(ctx context.Context, p *Partition, pol PrunePolic
 	if pol.DryRun {
 		return res, nil
 	}
-	last, ok, err := lastThrough(ctx, g.files, cut)
-	if err != nil || !ok {
-		return res, err
-	}
 	return res, g.deleteThrough(ctx, cut, last.IngestedAt)
 }
 
-// loss is what deleting every row up to cut takes from c.
-func (g *generation) loss(ctx context.Context, c Consumer, cut int64) (Loss, error) {
+// loss is what deleting every row up to cut, the last of which is last, takes from c.
+func (g *generation) loss(ctx context.Context, c Consumer, cut int64, last RowPos) (Loss, error) {
 	l := Loss{Consumer: c.Name}
 	if c.Seq >= cut {
 		return l, nil
@@ -184,10 +185,6 @@ func (g *generation) loss(ctx context.Context, c Consumer, cut int64) (Loss, err
 		return l, err
 	}
 	first, _, err := firstAfter(ctx, g.files, c.Seq)
-	if err != nil {
-		return l, err
-	}
-	last, _, err := lastThrough(ctx, g.files, cut)
 	if err != nil {
 		return l, err
 	}

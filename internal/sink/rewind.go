@@ -121,7 +121,8 @@ func (d *Driver) Rewind(ctx context.Context, req RewindRequest) (RewindResult, e
 		return res, err
 	}
 	var missing []string
-	for _, p := range parts {
+	gens := make([]int64, len(parts)) // the generation each plan was made from
+	for i, p := range parts {
 		st, err := d.store.Get(watermark.Key{Instance: x.name, Dataset: p.Dataset, Partition: p.Partition})
 		if err != nil {
 			return res, err
@@ -134,6 +135,7 @@ func (d *Driver) Rewind(ctx context.Context, req RewindRequest) (RewindResult, e
 			missing = append(missing, fmt.Sprintf("%s %s: seq %d..%d", p.Dataset, p.Partition, ch.Missing.First, ch.Missing.Last))
 		}
 		res.Changes = append(res.Changes, ch)
+		gens[i] = st.Generation
 	}
 	if len(missing) > 0 && !req.AllowGap {
 		return res, fmt.Errorf("%w: rows it would re-export were removed by retention (%s); nothing changed; pass --allow-gap to move anyway", ErrRewindGap, strings.Join(missing, "; "))
@@ -142,7 +144,7 @@ func (d *Driver) Rewind(ctx context.Context, req RewindRequest) (RewindResult, e
 		return res, nil
 	}
 	for i, p := range parts {
-		ch, err := d.applyRewind(ctx, x, p, req)
+		ch, err := d.applyRewind(ctx, x, p, req, res.Changes[i], gens[i])
 		if err != nil {
 			return res, fmt.Errorf("rewind %s %s: %w (partitions before it were moved)", p.Dataset, p.Partition, err)
 		}
@@ -221,28 +223,29 @@ func (d *Driver) planRewind(ctx context.Context, x *instance, p Part, from int64
 	return ch, nil
 }
 
-// applyRewind plans against the current watermark and moves it with a compare-and-set,
-// again from the new state whenever an export moved it in between.
-func (d *Driver) applyRewind(ctx context.Context, x *instance, p Part, req RewindRequest) (RewindChange, error) {
+// applyRewind moves the watermark as planned in ch (made at generation gen) with a
+// compare-and-set; whenever an export moved it in between, it plans again from the new
+// state.
+func (d *Driver) applyRewind(ctx context.Context, x *instance, p Part, req RewindRequest, ch RewindChange, gen int64) (RewindChange, error) {
 	k := watermark.Key{Instance: x.name, Dataset: p.Dataset, Partition: p.Partition}
 	for {
-		if err := ctx.Err(); err != nil {
-			return RewindChange{}, err
-		}
-		st, err := d.store.Get(k)
-		if err != nil {
-			return RewindChange{}, err
-		}
-		ch, err := d.planRewind(ctx, x, p, st.Seq, req.Target)
-		if err != nil {
-			return ch, err
-		}
 		rw := watermark.Rewind{At: d.now().UTC(), By: req.By, Target: req.Target.String(), From: ch.FromSeq, To: ch.ToSeq}
-		_, err = d.store.Update(k, st.Generation, func(s *watermark.State) error {
+		_, err := d.store.Update(k, gen, func(s *watermark.State) error {
 			s.Seq, s.Intent, s.LastRewind = ch.ToSeq, nil, &rw
 			return nil
 		})
 		if errors.Is(err, watermark.ErrStale) {
+			if err := ctx.Err(); err != nil {
+				return ch, err
+			}
+			st, err := d.store.Get(k)
+			if err != nil {
+				return ch, err
+			}
+			if ch, err = d.planRewind(ctx, x, p, st.Seq, req.Target); err != nil {
+				return ch, err
+			}
+			gen = st.Generation
 			continue
 		}
 		if err != nil {
