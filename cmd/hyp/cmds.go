@@ -218,6 +218,26 @@ func cacheStatusJSON(st []cache.PartitionStatus) []datasetJSON {
 	return out
 }
 
+func nonNilLost(l []cache.Lost) []cache.Lost {
+	if l == nil {
+		return []cache.Lost{}
+	}
+	return l
+}
+
+func printLosses(w io.Writer, lost []cache.Lost) {
+	if len(lost) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nLOST ROWS (%d ranges; the bytes are kept)\n", len(lost))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DATASET\tPARTITION\tSEQ RANGE\tROWS\tDETECTED\tREASON\tKEPT AT")
+	for _, x := range lost {
+		fmt.Fprintf(tw, "%s\t%s\t%d..%d\t%d\t%s\t%s\t%s\n", x.Dataset, x.Partition, x.FromSeq, x.ToSeq, x.Rows, x.DetectedAt.Format(time.RFC3339), x.Reason, x.KeptAt)
+	}
+	tw.Flush()
+}
+
 func printCacheStatus(w io.Writer, st []cache.PartitionStatus) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "DATASET\tPARTITION\tROWS\tFILES\tBYTES\tSEQ RANGE\tOLDEST\tNEWEST")
@@ -370,10 +390,15 @@ func cacheCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			lost, err := r.Losses()
+			if err != nil {
+				return err
+			}
 			if statusJSON {
-				return printJSON(os.Stdout, map[string]any{"datasets": cacheStatusJSON(r.Status())})
+				return printJSON(os.Stdout, map[string]any{"datasets": cacheStatusJSON(r.Status()), "losses": nonNilLost(lost)})
 			}
 			printCacheStatus(os.Stdout, r.Status())
+			printLosses(os.Stdout, lost)
 			return nil
 		},
 	}
@@ -517,7 +542,7 @@ func queryCmd(g *globals) *cobra.Command {
 					qt.Columns = append(qt.Columns, query.Column{Name: c.Name, Type: c.Type.String()})
 				}
 				for _, p := range t.Partitions {
-					qt.Partitions = append(qt.Partitions, query.Partition{Name: p.Partition, Files: p.Files})
+					qt.Partitions = append(qt.Partitions, query.Partition{Name: p.Partition, Files: p.Files, FieldIDs: p.FieldIDs})
 				}
 				tables = append(tables, qt)
 			}
@@ -555,17 +580,26 @@ func queryCmd(g *globals) *cobra.Command {
 				return fmt.Errorf("no dataset %q in the cache", a[0])
 			}
 			all := append([]cache.Column{{Name: cache.SeqColumn, Type: cache.TypeLong}, {Name: cache.IngestedAtColumn, Type: cache.TypeTimestamp}}, cols...)
+			qcols := make([]query.Column, len(all))
+			for i, c := range all {
+				qcols[i] = query.Column{Name: c.Name, Type: c.Type.String()}
+			}
+			qnames := query.Names(qcols)
 			if schemaJSON {
 				out := []map[string]any{}
-				for _, c := range all {
-					out = append(out, map[string]any{"name": c.Name, "type": c.Type.String(), "internal": strings.HasPrefix(c.Name, "_hyp_")})
+				for i, c := range all {
+					out = append(out, map[string]any{"name": c.Name, "type": c.Type.String(), "internal": cache.Internal(c.Name), "query_name": qnames[i]})
 				}
 				return printJSON(os.Stdout, map[string]any{"dataset": a[0], "columns": out})
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "COLUMN\tTYPE")
-			for _, c := range all {
-				fmt.Fprintf(tw, "%s\t%s\n", c.Name, c.Type)
+			fmt.Fprintln(tw, "COLUMN\tTYPE\tQUERIED AS")
+			for i, c := range all {
+				as := ""
+				if qnames[i] != c.Name {
+					as = qnames[i]
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Name, c.Type, as)
 			}
 			return tw.Flush()
 		},

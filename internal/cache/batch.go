@@ -9,11 +9,16 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/hyp-project/hyp/internal/jsonrow"
+	"github.com/hyp-project/hyp/internal/rowjson"
 )
 
 // batch turns validated NDJSON rows of one partition into Arrow columns. Column types come
 // from the dataset (so every partition of a dataset agrees on them); the batch records which
 // columns it had to create so the table can be evolved before the append.
+//
+// A row costs O(its fields), not O(the batch's columns): a column is padded with nulls only
+// when it next gets a value, and once more at the end. A dataset where every row brings a
+// new field would otherwise cost rows × columns.
 type batch struct {
 	ds      *dataset
 	scanner jsonrow.Scanner
@@ -21,9 +26,12 @@ type batch struct {
 	times   *array.TimestampBuilder
 	cols    []*colBuilder
 	byName  map[string]int
+	touched []*colBuilder // columns given a value in the row being added
 	rows    int
 	maxSeq  int64
 	scratch []byte
+	ovf     []byte // the row's fields beyond MaxColumns, as `,"key":value`...
+	ovfText []byte // ...and the object they become
 }
 
 type colBuilder struct {
@@ -32,6 +40,40 @@ type colBuilder struct {
 	setRow int // row whose value is pending in kind/raw; -1 if none
 	kind   jsonrow.Kind
 	raw    []byte
+	num    number
+}
+
+// number is a JSON number read once: the forms the column types can hold.
+type number struct {
+	i     int64
+	isInt bool // fits int64
+	f     float64
+	isF   bool // a finite float64 that keeps the literal's magnitude
+}
+
+func readNumber(raw []byte) number {
+	var n number
+	if n.i, n.isInt = jsonrow.NumberIsInt(raw); n.isInt {
+		n.f, n.isF = float64(n.i), true
+		return n
+	}
+	f, err := jsonrow.ParseFloat(raw)
+	// Out of range (1e400, a 400-digit integer) or flushed to zero from a nonzero literal
+	// (1e-400): no column type holds it, so it is kept as its JSON text.
+	n.f, n.isF = f, err == nil && (f != 0 || !nonzeroMantissa(raw))
+	return n
+}
+
+func nonzeroMantissa(raw []byte) bool {
+	for _, c := range raw {
+		switch {
+		case c == 'e' || c == 'E':
+			return false
+		case c >= '1' && c <= '9':
+			return true
+		}
+	}
+	return false
 }
 
 func newBatch(ds *dataset) *batch {
@@ -45,34 +87,47 @@ func newBatch(ds *dataset) *batch {
 }
 
 // add appends one row. The line was validated at ingest; an error here means the log was
-// corrupted after validation.
+// corrupted after validation, or a bug: the caller sets the row aside and goes on, and the
+// batch is as it was before the call.
 func (b *batch) add(line []byte, seq, ingestedAtMicros int64) error {
 	row := b.rows
+	b.touched, b.ovf = b.touched[:0], b.ovf[:0]
 	err := b.scanner.Object(line, func(f jsonrow.Field) error {
 		if f.Kind == jsonrow.Null {
 			return nil
 		}
+		var num number
+		if f.Kind == jsonrow.Number {
+			num = readNumber(f.Raw)
+		}
 		// A batch column named like the key has the dataset's type for that name, so when
 		// it accepts the value the full resolution would pick it too.
 		i, ok := b.byName[string(f.Key)]
-		if !ok || !b.cols[i].accepts(f.Kind, f.Raw) {
-			i = b.column(string(f.Key), f.Kind, f.Raw)
+		if !ok || !b.cols[i].accepts(f.Kind, num) {
+			if i, ok = b.column(string(f.Key), f.Kind, num); !ok {
+				b.ovf = append(b.ovf, ',')
+				b.ovf = append(rowjson.AppendString(b.ovf, string(f.Key)), ':')
+				b.ovf = append(b.ovf, f.Raw...)
+				return nil
+			}
 		}
-		c := b.cols[i]
-		c.setRow, c.kind, c.raw = row, f.Kind, f.Raw
+		b.set(b.cols[i], row, f.Kind, f.Raw, num)
 		return nil
 	})
+	if err == nil && len(b.ovf) > 0 {
+		err = b.setOverflow(row)
+	}
 	if err != nil {
+		b.unset(row)
 		return fmt.Errorf("row seq %d: %w", seq, err)
 	}
-	for _, c := range b.cols {
-		if c.setRow != row {
-			c.b.AppendNull()
-			continue
+	// Nothing below can fail: a value reaches a column only once accepts or resolve has
+	// decided that the column's type holds it.
+	for _, c := range b.touched {
+		if n := c.b.Len(); n < row {
+			c.b.AppendNulls(row - n)
 		}
-		if err := b.appendValue(c); err != nil {
-			return fmt.Errorf("row seq %d column %q: %w", seq, c.Name, err)
-		}
+		b.appendValue(c)
 		c.setRow = -1
 	}
 	b.seqs.Append(seq)
@@ -82,73 +137,95 @@ func (b *batch) add(line []byte, seq, ingestedAtMicros int64) error {
 	return nil
 }
 
+func (b *batch) set(c *colBuilder, row int, k jsonrow.Kind, raw []byte, num number) {
+	if c.setRow != row {
+		b.touched = append(b.touched, c)
+	}
+	c.setRow, c.kind, c.raw, c.num = row, k, raw, num
+}
+
+func (b *batch) unset(row int) {
+	for _, c := range b.touched {
+		if c.setRow == row {
+			c.setRow = -1
+		}
+	}
+	b.touched = b.touched[:0]
+}
+
+// setOverflow stores the row's fields beyond the column cap as one JSON object in
+// OverflowColumn. A row that already carries that column (a forwarded row stored by a
+// central server) keeps its fields: the new ones join its object.
+func (b *batch) setOverflow(row int) error {
+	i, _ := b.column(OverflowColumn, jsonrow.String, number{})
+	c := b.cols[i]
+	b.ovfText = append(b.ovfText[:0], '{')
+	b.ovfText = append(b.ovfText, b.ovf[1:]...)
+	if c.setRow == row && c.kind == jsonrow.String {
+		prev, err := jsonrow.AppendString(b.scratch[:0], c.raw)
+		if err != nil {
+			return err
+		}
+		b.scratch = prev
+		if inner := bytes.TrimSpace(prev); len(inner) > 2 && inner[0] == '{' && inner[len(inner)-1] == '}' {
+			b.ovfText = append(b.ovfText, ',')
+			b.ovfText = append(b.ovfText, inner[1:len(inner)-1]...)
+		}
+	}
+	b.ovfText = append(b.ovfText, '}')
+	b.set(c, row, jsonrow.Object, b.ovfText, number{})
+	return nil
+}
+
 // accepts is the fast path: the value's kind fits the column as it is.
-func (c *colBuilder) accepts(k jsonrow.Kind, raw []byte) bool {
+func (c *colBuilder) accepts(k jsonrow.Kind, n number) bool {
 	switch c.Type {
 	case TypeString:
 		return true
 	case TypeBoolean:
 		return k == jsonrow.Bool
 	case TypeDouble:
-		return k == jsonrow.Number
+		return k == jsonrow.Number && n.isF
 	case TypeLong:
-		if k != jsonrow.Number {
-			return false
-		}
-		_, ok := jsonrow.NumberIsInt(raw)
-		return ok
+		return k == jsonrow.Number && n.isInt
 	}
 	return false
 }
 
-// column finds or creates the builder for the column a value resolves to.
-func (b *batch) column(key string, k jsonrow.Kind, raw []byte) int {
-	name, t := b.ds.resolve(key, k, raw)
+// column finds or creates the builder for the column a value resolves to; false when the
+// dataset is at MaxColumns and the value's column would be a new one.
+func (b *batch) column(key string, k jsonrow.Kind, n number) (int, bool) {
+	name, t, ok := b.ds.resolve(key, valueType(k, n))
+	if !ok {
+		return 0, false
+	}
 	if i, ok := b.byName[name]; ok && b.cols[i].Type == t {
-		return i
+		return i, true
 	}
 	c := &colBuilder{Column: Column{Name: name, Type: t}, setRow: -1}
 	c.b = array.NewBuilder(memory.DefaultAllocator, t.arrow())
-	c.b.AppendNulls(b.rows)
 	b.cols = append(b.cols, c)
 	b.byName[name] = len(b.cols) - 1
-	return len(b.cols) - 1
+	return len(b.cols) - 1, true
 }
 
-func (b *batch) appendValue(c *colBuilder) error {
+func (b *batch) appendValue(c *colBuilder) {
 	switch bl := c.b.(type) {
 	case *array.StringBuilder:
 		v := c.raw
 		if c.kind == jsonrow.String {
-			if bytes.IndexByte(v, '\\') < 0 {
-				v = v[1 : len(v)-1]
-			} else {
-				var err error
-				if b.scratch, err = jsonrow.AppendString(b.scratch[:0], v); err != nil {
-					return err
-				}
-				v = b.scratch
-			}
+			// The scanner validated the line, so the literal decodes.
+			b.scratch, _ = jsonrow.AppendString(b.scratch[:0], v)
+			v = b.scratch
 		}
 		bl.BinaryBuilder.Append(v)
 	case *array.Int64Builder:
-		n, ok := jsonrow.NumberIsInt(c.raw)
-		if !ok {
-			return fmt.Errorf("not an integer: %s", c.raw)
-		}
-		bl.Append(n)
+		bl.Append(c.num.i)
 	case *array.Float64Builder:
-		f, err := jsonrow.ParseFloat(c.raw)
-		if err != nil {
-			return err
-		}
-		bl.Append(f)
+		bl.Append(c.num.f)
 	case *array.BooleanBuilder:
 		bl.Append(c.raw[0] == 't')
-	default:
-		return fmt.Errorf("unsupported builder %T", c.b)
 	}
-	return nil
 }
 
 // newColumns lists the batch's columns that are not yet in have.
@@ -166,9 +243,10 @@ func (b *batch) newColumns(have []Column) []Column {
 	return out
 }
 
-// record assembles the batch in the layout of sc (the table's Arrow schema): internal
-// columns, then every table column, null where the batch has none.
-func (b *batch) record(sc *arrow.Schema) (arrow.RecordBatch, error) {
+// record assembles the batch in the layout of sc (the table's Arrow schema, stored names,
+// which logical turns back into column names): internal columns, then every table column,
+// null where the batch has none.
+func (b *batch) record(sc *arrow.Schema, logical func(string) string) (arrow.RecordBatch, error) {
 	arrs := make([]arrow.Array, 0, sc.NumFields())
 	defer func() {
 		for _, a := range arrs {
@@ -184,12 +262,16 @@ func (b *batch) record(sc *arrow.Schema) (arrow.RecordBatch, error) {
 			arrs = append(arrs, b.times.NewArray())
 			continue
 		}
-		i, ok := b.byName[f.Name]
+		i, ok := b.byName[logical(f.Name)]
 		if !ok {
 			arrs = append(arrs, array.MakeArrayOfNull(memory.DefaultAllocator, f.Type, b.rows))
 			continue
 		}
-		a := b.cols[i].b.NewArray()
+		cb := b.cols[i].b
+		if n := cb.Len(); n < b.rows {
+			cb.AppendNulls(b.rows - n)
+		}
+		a := cb.NewArray()
 		if !arrow.TypeEqual(a.DataType(), f.Type) {
 			a.Release()
 			return nil, fmt.Errorf("column %q: batch type %s, table type %s", f.Name, a.DataType(), f.Type)

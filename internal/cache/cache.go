@@ -31,7 +31,6 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/hyp-project/hyp/internal/fsutil"
-	"github.com/hyp-project/hyp/internal/jsonrow"
 	"github.com/hyp-project/hyp/internal/wal"
 )
 
@@ -77,6 +76,7 @@ type Cache struct {
 
 	flushMu sync.Mutex
 	pending []wal.Segment // sealed, not yet flushed
+	losses  *losses
 }
 
 // tableSet is the in-memory view of every partition table, shared by the writer and
@@ -111,15 +111,29 @@ type Partition struct {
 // Name is the partition's name, source=<value> (gateway=<id>/source=<value> on a server).
 func (p *Partition) Name() string { return p.name }
 
-func (d *dataset) resolve(key string, k jsonrow.Kind, raw []byte) (string, ColType) {
+// resolve picks the column a value of type vt under key goes to, adding it to the dataset
+// when new; false when that would take the dataset past MaxColumns (the value then belongs
+// in OverflowColumn, which always fits: it is counted in the cap from the start).
+func (d *dataset) resolve(key string, vt ColType) (string, ColType, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	name, t := resolve(d.types, key, k, raw)
+	name, t := resolve(d.types, key, vt)
 	if _, ok := d.types[name]; !ok {
+		_, haveOverflow := d.types[OverflowColumn]
+		if name != OverflowColumn && len(d.order)+btoi(!haveOverflow) >= MaxColumns {
+			return "", 0, false
+		}
 		d.types[name] = t
 		d.order = append(d.order, Column{Name: name, Type: t})
 	}
-	return name, t
+	return name, t, true
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func (d *dataset) learn(cols []Column) {
@@ -192,6 +206,9 @@ func (c *Cache) open(ctx context.Context) error {
 		return err
 	}
 	c.tables, c.cat = ts, ts.cat
+	if c.losses, err = openLosses(c.dir); err != nil {
+		return err
+	}
 	lg, sealed, err := wal.Open(filepath.Join(c.dir, walDir))
 	if err != nil {
 		return err
@@ -293,24 +310,31 @@ func (c *Cache) Flush(ctx context.Context) error {
 	return nil
 }
 
+// flushSegment commits every row of seg above its partition's head. A row that cannot be
+// stored (its line no longer parses) is set aside and recorded as a loss before the
+// caller releases seg; it never holds up the rows after it. One partition whose commit
+// fails does not keep the others from committing: seg then stays pending, and its replay
+// skips what did commit.
 func (c *Cache) flushSegment(ctx context.Context, seg wal.Segment) error {
 	batches := map[*Partition]*batch{}
-	var order []*Partition
+	var (
+		order []*Partition
+		aside []setAside
+		errs  []error
+	)
 	rows := 0
-	commit := func() error {
-		defer func() {
-			for _, b := range batches {
-				b.release()
-			}
-			clear(batches)
-			order, rows = order[:0], 0
-		}()
+	commit := func() {
 		for _, p := range order {
-			if err := c.commit(ctx, p, batches[p]); err != nil {
-				return err
+			b := batches[p]
+			if b.rows > 0 {
+				if err := c.commit(ctx, p, b); err != nil {
+					errs = append(errs, err)
+				}
 			}
+			b.release()
 		}
-		return nil
+		clear(batches)
+		order, rows = order[:0], 0
 	}
 	_, err := wal.Read(seg.Path, func(payload []byte) error {
 		rec, err := decodeRecord(payload)
@@ -327,10 +351,10 @@ func (c *Cache) flushSegment(ctx context.Context, seg wal.Segment) error {
 			floor := p.maxSeq()
 			b := batches[p]
 			seq := g.FirstSeq
-			if err := forLines(g.Body, func(line []byte) error {
+			forLines(g.Body, func(line []byte) {
 				defer func() { seq++ }()
 				if seq <= floor {
-					return nil // already committed before a crash: replay skips it
+					return // already committed before a crash: replay skips it
 				}
 				if b == nil {
 					b = newBatch(ds)
@@ -338,14 +362,12 @@ func (c *Cache) flushSegment(ctx context.Context, seg wal.Segment) error {
 					order = append(order, p)
 				}
 				rows++
-				return b.add(line, seq, rec.IngestedAt)
-			}); err != nil {
-				return err
-			}
-			if rows >= flushBatchRows {
-				if err := commit(); err != nil {
-					return err
+				if err := b.add(line, seq, rec.IngestedAt); err != nil {
+					aside = append(aside, setAside{dataset: rec.Dataset, partition: g.Partition, seq: seq, line: slices.Clone(line), err: err})
 				}
+			})
+			if rows >= flushBatchRows {
+				commit()
 			}
 		}
 		return nil
@@ -356,21 +378,30 @@ func (c *Cache) flushSegment(ctx context.Context, seg wal.Segment) error {
 		}
 		return fmt.Errorf("flush %s: %w", seg.Path, err)
 	}
-	return commit()
+	commit()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("flush %s: %w", seg.Path, err)
+	}
+	lost, err := c.losses.record(aside, c.now())
+	if err != nil {
+		return fmt.Errorf("flush %s: %w", seg.Path, err)
+	}
+	for _, x := range lost {
+		c.log.Error("rows set aside: they could not be stored", "dataset", x.Dataset, "partition", x.Partition,
+			"from_seq", x.FromSeq, "to_seq", x.ToSeq, "rows", x.Rows, "reason", x.Reason, "kept_at", x.KeptAt)
+	}
+	return nil
 }
 
-func forLines(body []byte, fn func([]byte) error) error {
+func forLines(body []byte, fn func([]byte)) {
 	for len(body) > 0 {
 		i := bytes.IndexByte(body, '\n')
 		if i < 0 {
 			i = len(body)
 		}
-		if err := fn(body[:i]); err != nil {
-			return err
-		}
+		fn(body[:i])
 		body = body[min(i+1, len(body)):]
 	}
-	return nil
 }
 
 // commit appends a batch to its partition's current generation, creating the table or
@@ -393,7 +424,7 @@ func (c *Cache) commit(ctx context.Context, p *Partition, b *batch) error {
 	if err != nil {
 		return err
 	}
-	rec, err := b.record(sc)
+	rec, err := b.record(sc, p.gen.logical)
 	if err != nil {
 		return fmt.Errorf("partition %s/%s: %w", p.Dataset, p.Name(), err)
 	}

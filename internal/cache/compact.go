@@ -11,7 +11,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/hyp-project/hyp/internal/fsutil"
@@ -123,7 +122,9 @@ func (c *Cache) compactPartition(ctx context.Context, p *Partition, force bool) 
 		return res, nil
 	}
 	n, _ := genNumber(old.name)
-	g, err := createGeneration(ctx, c.cat, c.tables.dir, c.tables.namespace(p), n+1, newTableSchema(old.columns()), old.marks)
+	// The new generation keeps the old one's stored names and field ids, so hard-linked
+	// files mean the same in both.
+	g, err := createGeneration(ctx, c.cat, c.tables.dir, c.tables.namespace(p), n+1, old.tbl.Schema(), old.marks, old.escaped)
 	if err != nil {
 		return res, err
 	}
@@ -202,7 +203,7 @@ func (g *generation) fill(ctx context.Context, old *generation, settledRows int6
 		if err := flushLinked(); err != nil {
 			return nil, err
 		}
-		rdr := newScanReader(ctx, group, old.tbl.Schema(), sc)
+		rdr := newScanReader(ctx, group, old, sc)
 		err := tx.Append(ctx, rdr, nil)
 		rdr.Release()
 		if err == nil {
@@ -243,15 +244,21 @@ type scanReader struct {
 	refs   int64
 }
 
-func newScanReader(ctx context.Context, files []FileInfo, schema *iceberg.Schema, sc *arrow.Schema) *scanReader {
+// newScanReader reads files of generation old; sc is the new generation's schema, which has
+// old's columns in the same order.
+func newScanReader(ctx context.Context, files []FileInfo, old *generation, sc *arrow.Schema) *scanReader {
 	ctx, cancel := context.WithCancel(ctx)
 	r := &scanReader{schema: sc, ch: make(chan arrow.RecordBatch, 2), errc: make(chan error, 1), cancel: cancel, refs: 1}
-	plain, _ := table.SchemaToArrowSchema(schema, nil, false, false)
+	plain, ids, err := old.readSchema()
 	go func() {
 		defer close(r.ch)
+		if err != nil {
+			r.errc <- err
+			return
+		}
 		var st ScanStats
 		for _, f := range files {
-			err := scanFile(ctx, f.Path, plain, 0, 1<<62, &st, func(rec arrow.RecordBatch) error {
+			err := scanFile(ctx, f.Path, plain, ids, 0, 1<<62, &st, func(rec arrow.RecordBatch) error {
 				// Re-badge the batch with the field-id schema the writer expects.
 				out := array.NewRecordBatch(sc, rec.Columns(), rec.NumRows())
 				select {

@@ -9,7 +9,8 @@ import (
 )
 
 // InputError is bad client input. Kind is the error kind of the ingest API
-// (bad_json, bad_dataset, bad_source, reserved_field); Line is 1-based, 0 if not per line.
+// (bad_json, bad_dataset, bad_source, bad_field, reserved_field); Line is 1-based, 0 if not
+// per line.
 type InputError struct {
 	Kind string
 	Line int
@@ -97,8 +98,8 @@ func (c *Cache) Ingest(dataset, source string, body []byte) (Result, error) {
 		rowSrc = rowSrc[:0]
 		hasSrc := false
 		err := sc.Object(line, func(f jsonrow.Field) error {
-			if len(f.Key) == 0 {
-				return &InputError{Kind: "bad_field", Line: lineNo, Msg: "empty field name"}
+			if msg := CheckFieldName(f.Key); msg != "" {
+				return &InputError{Kind: "bad_field", Line: lineNo, Msg: msg}
 			}
 			if bytes.HasPrefix(f.Key, []byte(InternalPrefix)) {
 				return &InputError{Kind: "reserved_field", Line: lineNo, Msg: fmt.Sprintf("field %q uses the reserved prefix %s", f.Key, InternalPrefix)}
@@ -178,6 +179,9 @@ func (c *Cache) IngestPartition(dataset, partitionName string, body []byte) (Res
 		err := sc.Object(line, func(f jsonrow.Field) error {
 			if k := string(f.Key); k == SeqColumn || k == IngestedAtColumn {
 				return &InputError{Kind: "reserved_field", Line: lineNo, Msg: fmt.Sprintf("field %q is stamped by the cache", k)}
+			}
+			if msg := CheckFieldName(f.Key); msg != "" {
+				return &InputError{Kind: "bad_field", Line: lineNo, Msg: msg}
 			}
 			return nil
 		})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -12,7 +13,6 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
-	"github.com/apache/iceberg-go/table"
 
 	"github.com/hyp-project/hyp/internal/fsutil"
 )
@@ -36,7 +36,8 @@ type ScanStats struct {
 // generation, kept alive by a shared lock on that generation until release.
 type pinned struct {
 	files  []FileInfo
-	schema *arrow.Schema // current table schema, no field ids
+	schema *arrow.Schema // current table schema under logical names, no field ids
+	ids    []int         // field id of each schema column
 	head   int64
 	marks  marks
 	lock   *fsutil.Lock
@@ -62,11 +63,11 @@ func (p *Partition) pin(since, until int64) (*pinned, error) {
 	if len(v.files) == 0 {
 		return v, nil
 	}
-	sc, err := table.SchemaToArrowSchema(g.tbl.Schema(), nil, false, false)
+	sc, ids, err := g.readSchema()
 	if err != nil {
 		return nil, err
 	}
-	v.schema = sc
+	v.schema, v.ids = sc, ids
 	lk, err := fsutil.SharedLock(readersLockPath(g.dir))
 	if err != nil {
 		return nil, err
@@ -108,14 +109,16 @@ func (p *Partition) scan(ctx context.Context, since, until int64, fn func(arrow.
 	}
 	defer v.release()
 	for _, f := range v.files {
-		if err := scanFile(ctx, f.Path, v.schema, since, until, &st, fn); err != nil {
+		if err := scanFile(ctx, f.Path, v.schema, v.ids, since, until, &st, fn); err != nil {
 			return st, fmt.Errorf("scan %s/%s %s: %w", p.Dataset, p.Name(), f.Path, err)
 		}
 	}
 	return st, nil
 }
 
-func scanFile(ctx context.Context, path string, out *arrow.Schema, since, until int64, st *ScanStats, fn func(arrow.RecordBatch) error) error {
+// scanFile reads the rows of one data file with seq in (since, until] and hands them to fn
+// laid out as out, whose column i is the file's column with field id ids[i].
+func scanFile(ctx context.Context, path string, out *arrow.Schema, ids []int, since, until int64, st *ScanStats, fn func(arrow.RecordBatch) error) error {
 	pf, err := file.OpenParquetFile(path, false)
 	if err != nil {
 		return err
@@ -158,7 +161,7 @@ func scanFile(ctx context.Context, path string, out *arrow.Schema, since, until 
 		if sliced == nil {
 			continue
 		}
-		norm, err := conform(sliced, out)
+		norm, err := conform(sliced, out, ids)
 		sliced.Release()
 		if err != nil {
 			return err
@@ -210,9 +213,16 @@ func sliceSeqRange(rec arrow.RecordBatch, since, until int64) (arrow.RecordBatch
 	return rec.NewSlice(int64(lo), int64(hi)), nil
 }
 
-// conform lays rec out in schema out: same field order, typed nulls for columns the file
-// predates. Field-id metadata is dropped so every batch of a scan has one schema.
-func conform(rec arrow.RecordBatch, out *arrow.Schema) (arrow.RecordBatch, error) {
+// conform lays rec out in schema out, matching columns by field id (ids[i] is out's column
+// i): same field order, typed nulls for columns the file predates. Matching by id keeps a
+// file readable whatever name its writer stored a column under.
+func conform(rec arrow.RecordBatch, out *arrow.Schema, ids []int) (arrow.RecordBatch, error) {
+	byID := make(map[int]int, rec.NumCols())
+	for j, f := range rec.Schema().Fields() {
+		if id, ok := fieldID(f); ok {
+			byID[id] = j
+		}
+	}
 	cols := make([]arrow.Array, out.NumFields())
 	var made []arrow.Array
 	defer func() {
@@ -221,18 +231,28 @@ func conform(rec arrow.RecordBatch, out *arrow.Schema) (arrow.RecordBatch, error
 		}
 	}()
 	for i, f := range out.Fields() {
-		idx := rec.Schema().FieldIndices(f.Name)
-		if len(idx) == 0 {
+		j, ok := byID[ids[i]]
+		if !ok {
 			a := array.MakeArrayOfNull(memory.DefaultAllocator, f.Type, int(rec.NumRows()))
 			made = append(made, a)
 			cols[i] = a
 			continue
 		}
-		a := rec.Column(idx[0])
+		a := rec.Column(j)
 		if !arrow.TypeEqual(a.DataType(), f.Type) {
 			return nil, fmt.Errorf("column %q is %s in the file, %s in the table", f.Name, a.DataType(), f.Type)
 		}
 		cols[i] = a
 	}
 	return array.NewRecordBatch(out, cols, rec.NumRows()), nil
+}
+
+// fieldID is the Parquet field id pqarrow reports in a column's metadata.
+func fieldID(f arrow.Field) (int, bool) {
+	i := f.Metadata.FindKey("PARQUET:field_id")
+	if i < 0 {
+		return 0, false
+	}
+	id, err := strconv.Atoi(f.Metadata.Values()[i])
+	return id, err == nil
 }

@@ -85,14 +85,17 @@ type Column struct {
 	Type ColType
 }
 
-// valueType is the column type a JSON value asks for when its column is new.
-func valueType(k jsonrow.Kind, raw []byte) ColType {
+// valueType is the column type a JSON value asks for when its column is new. A number no
+// numeric type holds is kept as its JSON text.
+func valueType(k jsonrow.Kind, n number) ColType {
 	switch k {
 	case jsonrow.Number:
-		if _, ok := jsonrow.NumberIsInt(raw); ok {
+		switch {
+		case n.isInt:
 			return TypeLong
+		case n.isF:
+			return TypeDouble
 		}
-		return TypeDouble
 	case jsonrow.Bool:
 		return TypeBoolean
 	}
@@ -103,14 +106,13 @@ func valueType(k jsonrow.Kind, raw []byte) ColType {
 // column's established type (see resolve).
 func conflictColumn(name string, t ColType) string { return name + "__" + t.String() }
 
-// resolve decides where a value goes, given the dataset's established column types. The
-// rule, documented in the README, never drops a value:
+// resolve decides where a value of type vt goes, given the dataset's established column
+// types. The rule, documented in the README, never drops a value:
 //   - a new column takes the value's type;
 //   - a string column takes any value, non-strings as their JSON text;
 //   - a double column takes integers as doubles;
 //   - any other mismatch goes to the sibling column `<name>__<type>` of the value's type.
-func resolve(types map[string]ColType, name string, k jsonrow.Kind, raw []byte) (string, ColType) {
-	vt := valueType(k, raw)
+func resolve(types map[string]ColType, name string, vt ColType) (string, ColType) {
 	for range 3 {
 		t, ok := types[name]
 		switch {
@@ -132,11 +134,12 @@ func internalFields() []iceberg.NestedField {
 	}
 }
 
-// newTableSchema builds a fresh table schema with the internal columns then cols.
+// newTableSchema builds a fresh table schema with the internal columns then cols, stored
+// under their escaped names (names.go).
 func newTableSchema(cols []Column) *iceberg.Schema {
 	fields := internalFields()
 	for i, c := range cols {
-		fields = append(fields, iceberg.NestedField{ID: ingestedAtID + 1 + i, Name: c.Name, Type: c.Type.iceberg()})
+		fields = append(fields, iceberg.NestedField{ID: ingestedAtID + 1 + i, Name: physicalName(c.Name), Type: c.Type.iceberg()})
 	}
 	return iceberg.NewSchema(0, fields...)
 }

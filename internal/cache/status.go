@@ -62,10 +62,13 @@ type TableView struct {
 	Partitions []PartitionFiles
 }
 
-// PartitionFiles are one partition's live data files.
+// PartitionFiles are one partition's live data files, and the field id under which they
+// store each column the partition's table has (files are read by field id: the stored
+// names are not the column names).
 type PartitionFiles struct {
 	Partition string
 	Files     []string
+	FieldIDs  map[string]int
 }
 
 // View pins the current files of every dataset for a reader.
@@ -109,9 +112,14 @@ func (ts *tableSet) view() (*View, error) {
 			if pn.lock != nil {
 				v.locks = append(v.locks, pn.lock)
 			}
-			pf := PartitionFiles{Partition: p.Name()}
+			pf := PartitionFiles{Partition: p.Name(), FieldIDs: make(map[string]int, len(pn.ids))}
 			for _, f := range pn.files {
 				pf.Files = append(pf.Files, f.Path)
+			}
+			if pn.schema != nil {
+				for i, f := range pn.schema.Fields() {
+					pf.FieldIDs[f.Name] = pn.ids[i]
+				}
 			}
 			tv.Partitions = append(tv.Partitions, pf)
 		}

@@ -77,6 +77,9 @@ type generation struct {
 	tbl   *table.Table
 	files []FileInfo // sorted by MinSeq; files never overlap in seq
 	marks
+	// escaped: user columns are stored under physicalName (names.go); false only for
+	// generations written before that, whose stored names are the field names.
+	escaped bool
 }
 
 // marks are a generation's bounds kept as table properties, carried into every new
@@ -124,8 +127,9 @@ func ensureNamespace(ctx context.Context, cat *hadoop.Catalog, ns table.Identifi
 	return nil
 }
 
-// createGeneration makes an empty table generation with the given schema.
-func createGeneration(ctx context.Context, cat *hadoop.Catalog, warehouse string, ns table.Identifier, n int, sc *iceberg.Schema, m marks) (*generation, error) {
+// createGeneration makes an empty table generation with the given schema, whose user
+// column names are stored escaped (names.go) when escaped is set.
+func createGeneration(ctx context.Context, cat *hadoop.Catalog, warehouse string, ns table.Identifier, n int, sc *iceberg.Schema, m marks, escaped bool) (*generation, error) {
 	if err := ensureNamespace(ctx, cat, ns); err != nil {
 		return nil, err
 	}
@@ -134,6 +138,9 @@ func createGeneration(ctx context.Context, cat *hadoop.Catalog, warehouse string
 	dir := filepath.Join(append([]string{warehouse}, ident...)...)
 	props := maps.Clone(tableProps)
 	maps.Copy(props, m.props())
+	if escaped {
+		props[propColumnNames] = columnNamesEsc
+	}
 	// iceberg-go joins file names onto the table location as a URL; a plain path with a
 	// space, '%', '?', '#' or non-ASCII would come back escaped or cut, and the files would
 	// land elsewhere. Escaped file:// URIs round-trip through its LocalFS.
@@ -143,7 +150,7 @@ func createGeneration(ctx context.Context, cat *hadoop.Catalog, warehouse string
 	if err != nil {
 		return nil, fmt.Errorf("create table %v: %w", ident, err)
 	}
-	return &generation{name: name, dir: dir, ident: ident, cat: cat, tbl: tbl, marks: m}, nil
+	return &generation{name: name, dir: dir, ident: ident, cat: cat, tbl: tbl, marks: m, escaped: escaped}, nil
 }
 
 // loadGeneration opens an existing generation and reads its live file list once.
@@ -162,6 +169,7 @@ func loadGeneration(ctx context.Context, cat *hadoop.Catalog, warehouse string, 
 
 func (g *generation) readMarks() error {
 	props := g.tbl.Properties()
+	g.escaped = props[propColumnNames] == columnNamesEsc
 	for _, f := range []struct {
 		key string
 		dst *int64
@@ -320,7 +328,7 @@ func (g *generation) addColumns(ctx context.Context, cols []Column) error {
 	tx := g.tbl.NewTransaction()
 	us := tx.UpdateSchema(true, false)
 	for _, c := range cols {
-		us = us.AddColumn([]string{c.Name}, c.Type.iceberg(), "", false, nil)
+		us = us.AddColumn([]string{g.stored(c.Name)}, c.Type.iceberg(), "", false, nil)
 	}
 	if err := us.Commit(); err != nil {
 		return fmt.Errorf("table %v: add columns: %w", g.ident, err)
@@ -356,7 +364,8 @@ func (g *generation) deleteThrough(ctx context.Context, cut, cutAt int64) error 
 	return g.reload(ctx)
 }
 
-// columns returns the table's columns other than the internal ones, in schema order.
+// columns returns the table's columns other than the internal ones, in schema order,
+// under their logical names.
 func (g *generation) columns() []Column {
 	var out []Column
 	for _, f := range g.tbl.Schema().Fields() {
@@ -364,10 +373,45 @@ func (g *generation) columns() []Column {
 			continue
 		}
 		if t, ok := typeOfIceberg(f.Type); ok {
-			out = append(out, Column{Name: f.Name, Type: t})
+			out = append(out, Column{Name: g.logical(f.Name), Type: t})
 		}
 	}
 	return out
+}
+
+// stored is the name the table stores a logical column under.
+func (g *generation) stored(name string) string {
+	if g.escaped {
+		return physicalName(name)
+	}
+	return name
+}
+
+// logical is the column name a stored name stands for.
+func (g *generation) logical(stored string) string {
+	if g.escaped {
+		return logicalName(stored)
+	}
+	return stored
+}
+
+// readSchema is the table's current schema as readers see it: every column (internal ones
+// first) under its logical name, without field-id metadata, and each column's field id.
+// Data files are matched to it by field id, never by name, so a file keeps being read right
+// whatever its writer called the column.
+func (g *generation) readSchema() (*arrow.Schema, []int, error) {
+	sc := g.tbl.Schema()
+	fields := make([]arrow.Field, 0, sc.NumFields())
+	ids := make([]int, 0, sc.NumFields())
+	for _, f := range sc.Fields() {
+		t, ok := typeOfIceberg(f.Type)
+		if !ok {
+			return nil, nil, fmt.Errorf("table %v: column %q has type %s, which the cache never writes", g.ident, f.Name, f.Type)
+		}
+		fields = append(fields, arrow.Field{Name: g.logical(f.Name), Type: t.arrow(), Nullable: !f.Required})
+		ids = append(ids, f.ID)
+	}
+	return arrow.NewSchema(fields, nil), ids, nil
 }
 
 // readersLock is the file readers share-lock while they read a generation's files; the

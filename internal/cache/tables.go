@@ -185,7 +185,7 @@ func (ts *tableSet) createFirstGeneration(ctx context.Context, p *Partition, col
 
 // newGeneration creates generation n of p; it becomes current only through setCurrent.
 func (ts *tableSet) newGeneration(ctx context.Context, p *Partition, n int, cols []Column, maxSeq int64) (*generation, error) {
-	g, err := createGeneration(ctx, ts.cat, ts.dir, ts.namespace(p), n, newTableSchema(cols), marks{maxSeq: maxSeq})
+	g, err := createGeneration(ctx, ts.cat, ts.dir, ts.namespace(p), n, newTableSchema(cols), marks{maxSeq: maxSeq}, true)
 	if err != nil {
 		return nil, err
 	}

@@ -198,10 +198,12 @@ type cacheCollector struct{ c *cache.Cache }
 
 var cacheRowsDesc = prometheus.NewDesc("hyp_cache_rows", "Rows held in the cache.", []string{"dataset", "partition"}, nil)
 var cacheHeadDesc = prometheus.NewDesc("hyp_cache_head_seq", "Highest seq committed to the partition.", []string{"dataset", "partition"}, nil)
+var cacheLostDesc = prometheus.NewDesc("hyp_cache_lost_rows_total", "Acknowledged rows the cache could not keep, as recorded in `cache status` losses.", nil, nil)
 
 func (cc cacheCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- cacheRowsDesc
 	ch <- cacheHeadDesc
+	ch <- cacheLostDesc
 }
 
 func (cc cacheCollector) Collect(ch chan<- prometheus.Metric) {
@@ -209,4 +211,5 @@ func (cc cacheCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(cacheRowsDesc, prometheus.GaugeValue, float64(p.Rows), p.Dataset, p.Partition)
 		ch <- prometheus.MustNewConstMetric(cacheHeadDesc, prometheus.GaugeValue, float64(p.HeadSeq), p.Dataset, p.Partition)
 	}
+	ch <- prometheus.MustNewConstMetric(cacheLostDesc, prometheus.CounterValue, float64(cc.c.LostRows()))
 }

@@ -26,6 +26,9 @@ type Column struct {
 type Partition struct {
 	Name  string   // e.g. "source=web"; the value of _hyp_partition
 	Files []string // absolute paths; may be empty
+	// FieldIDs gives, per column name, the Parquet field id the files store it under;
+	// a column without one is NULL in this partition.
+	FieldIDs map[string]int
 }
 
 // Table is one dataset, queried under its Name.

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -30,9 +32,18 @@ var (
 )
 
 // writeParquet writes rows, given as a JSON array of objects, to path the
-// way the cache writes files: through pqarrow.
-func writeParquet(t *testing.T, path string, fields []arrow.Field, rows string) {
+// way the cache writes files: through pqarrow, column i with field id ids[i]
+// (1, 2, ... when ids is nil).
+func writeParquet(t *testing.T, path string, fields []arrow.Field, rows string, ids ...int) {
 	t.Helper()
+	fields = slices.Clone(fields)
+	for i := range fields {
+		id := i + 1
+		if ids != nil {
+			id = ids[i]
+		}
+		fields[i].Metadata = arrow.NewMetadata([]string{"PARQUET:field_id"}, []string{strconv.Itoa(id)})
+	}
 	schema := arrow.NewSchema(fields, nil)
 	rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, schema, strings.NewReader(rows))
 	if err != nil {
@@ -92,6 +103,7 @@ func newFixture(t *testing.T) fixture {
 		{Name: "UPPER", Type: arrow.FixedWidthTypes.Boolean}}, `[
 		{"_hyp_ingest_seq": 1, "_hyp_ingested_at": "2024-01-02T03:04:05Z", "my col": "x", "Quote\"d": 7, "dot.ted": 0.5, "UPPER": false}]`)
 	writeParquet(t, stray, []arrow.Field{msgField}, `[{"msg": "stray"}]`)
+	logsIDs := map[string]int{ingestSeqColumn: 1, ingestedAtColumn: 2, "msg": 3, "n": 4, "ok": 5}
 
 	internal := []Column{{ingestSeqColumn, "long"}, {ingestedAtColumn, "timestamptz"}}
 	return fixture{stray: stray, tables: []Table{
@@ -99,9 +111,9 @@ func newFixture(t *testing.T) fixture {
 			Name:    "logs",
 			Columns: append(internal[:2:2], Column{"msg", "string"}, Column{"n", "long"}, Column{"ok", "boolean"}, Column{"score", "double"}),
 			Partitions: []Partition{
-				{Name: "source=web", Files: []string{a, b}},
-				{Name: "source=it's", Files: []string{c}},
-				{Name: "source=none"},
+				{Name: "source=web", Files: []string{a, b}, FieldIDs: logsIDs},
+				{Name: "source=it's", Files: []string{c}, FieldIDs: logsIDs},
+				{Name: "source=none", FieldIDs: logsIDs},
 			},
 		},
 		{
@@ -109,9 +121,10 @@ func newFixture(t *testing.T) fixture {
 			Columns: append(internal[:2:2], Column{"msg", "string"}, Column{"at", "timestamptz"}),
 		},
 		{
-			Name:       `we"ird`,
-			Columns:    append(internal[:2:2], Column{"my col", "string"}, Column{`Quote"d`, "long"}, Column{"dot.ted", "double"}, Column{"UPPER", "boolean"}),
-			Partitions: []Partition{{Name: "p", Files: []string{d}}},
+			Name:    `we"ird`,
+			Columns: append(internal[:2:2], Column{"my col", "string"}, Column{`Quote"d`, "long"}, Column{"dot.ted", "double"}, Column{"UPPER", "boolean"}),
+			Partitions: []Partition{{Name: "p", Files: []string{d}, FieldIDs: map[string]int{
+				ingestSeqColumn: 1, ingestedAtColumn: 2, "my col": 3, `Quote"d`: 4, "dot.ted": 5, "UPPER": 6}}},
 		},
 	}}
 }

@@ -2,17 +2,24 @@ package query
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
 // Names of the internal columns every cache file carries, and of the virtual
 // column that names a row's partition. Every column with internalPrefix (a
 // central server also keeps the sender's `_hyp_origin_seq`) is shown only with
-// Options.Internal.
+// Options.Internal, except overflowColumn (cache.OverflowColumn), which holds
+// user fields.
 const (
 	internalPrefix  = "_hyp_"
 	partitionColumn = "_hyp_partition"
+	overflowColumn  = "_hyp_overflow"
 )
+
+func hidden(name string) bool {
+	return strings.HasPrefix(name, internalPrefix) && name != overflowColumn
+}
 
 var duckTypes = map[string]string{
 	"string":      "VARCHAR",
@@ -30,67 +37,142 @@ func quoteString(s string) string {
 	return `'` + strings.ReplaceAll(s, `'`, `''`) + `'`
 }
 
+// Names returns the name each column is queried under. DuckDB folds identifier case, so
+// columns whose names differ only in case (`ID` and `id`) cannot share a view under their
+// own names. Among such names, the first in byte order keeps its name and the k-th is
+// queried as `<name>__k` (k = 2, 3, ...; the next free number when that is taken too).
+// Byte order, not arrival order, so a name never changes with the order the cache loads
+// its partitions in.
+func Names(cols []Column) []string {
+	out := make([]string, len(cols))
+	taken := make(map[string]bool, len(cols))
+	groups := map[string][]int{}
+	for i, c := range cols {
+		k := strings.ToLower(c.Name)
+		groups[k] = append(groups[k], i)
+	}
+	var clashing [][]int
+	for _, g := range groups {
+		if len(g) == 1 {
+			out[g[0]] = cols[g[0]].Name
+			taken[strings.ToLower(cols[g[0]].Name)] = true
+			continue
+		}
+		slices.SortFunc(g, func(a, b int) int { return strings.Compare(cols[a].Name, cols[b].Name) })
+		clashing = append(clashing, g)
+	}
+	// Deterministic order for the renamed ones, so the numbers they take are too.
+	slices.SortFunc(clashing, func(a, b []int) int { return strings.Compare(cols[a[0]].Name, cols[b[0]].Name) })
+	for _, g := range clashing {
+		out[g[0]] = cols[g[0]].Name
+		taken[strings.ToLower(cols[g[0]].Name)] = true
+	}
+	for _, g := range clashing {
+		for k, i := range g[1:] {
+			for n := k + 2; ; n++ {
+				name := fmt.Sprintf("%s__%d", cols[i].Name, n)
+				if !taken[strings.ToLower(name)] {
+					out[i] = name
+					taken[strings.ToLower(name)] = true
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
 type viewColumn struct {
-	ident    string // quoted name
+	name     string // as queried
 	duckType string
 }
 
 // viewSQL returns the CREATE VIEW statement that exposes t under its name.
 //
-// Each partition's files are read by one read_parquet with union_by_name, so
-// files written before a column was added read it as NULL. A column that none
-// of a partition's files have is still needed, typed, so every scan is unioned
-// BY NAME with a typed relation that has no rows; DuckDB drops that empty side
-// when planning and still pushes projections and filters into the Parquet
-// scans. Binding this way reads no file until a query uses the view.
+// Files are read by Parquet field id, never by stored column name: read_parquet's schema
+// map names each field id of the partition's table as the column is queried, and gives
+// NULL for a column a file predates. A column the partition's table does not have at all
+// is a typed NULL. Partitions whose tables agree on every field id share one read_parquet
+// (unless the partition column is wanted), so a dataset of many partitions stays one
+// short scan list. Binding reads no file until a query uses the view.
 func viewSQL(t Table, internal bool) (string, error) {
+	names := Names(t.Columns)
 	var cols []viewColumn
-	for _, c := range t.Columns {
-		if !internal && strings.HasPrefix(c.Name, internalPrefix) {
+	var src []Column // the table column behind cols[i]
+	for i, c := range t.Columns {
+		if !internal && hidden(c.Name) {
 			continue
 		}
 		typ, ok := duckTypes[c.Type]
 		if !ok {
 			return "", fmt.Errorf("table %q column %q: unsupported type %q", t.Name, c.Name, c.Type)
 		}
-		cols = append(cols, viewColumn{quoteIdent(c.Name), typ})
+		cols = append(cols, viewColumn{names[i], typ})
+		src = append(src, c)
 	}
 	if len(cols) == 0 {
 		return "", fmt.Errorf("table %q has no columns", t.Name)
 	}
 
-	typedNulls := make([]string, len(cols))
-	projection := make([]string, len(cols))
-	for i, c := range cols {
-		typedNulls[i] = fmt.Sprintf("CAST(NULL AS %s) AS %s", c.duckType, c.ident)
-		// The cast pins the declared type whatever the files hold (INT32 written
-		// by an older writer, naive timestamps, ...).
-		projection[i] = fmt.Sprintf("CAST(%s AS %s) AS %s", c.ident, c.duckType, c.ident)
+	type scan struct {
+		ids   []int // field id of cols[i] in these files; 0 when they have none
+		files []string
+		part  string
 	}
-	empty := "SELECT " + strings.Join(typedNulls, ", ")
-
-	var branches []string
+	var scans []*scan
+	byIDs := map[string]*scan{}
 	for _, p := range t.Partitions {
 		if len(p.Files) == 0 {
 			continue
 		}
-		files := make([]string, len(p.Files))
-		for i, f := range p.Files {
+		ids := make([]int, len(cols))
+		var key strings.Builder
+		for i, c := range src {
+			ids[i] = p.FieldIDs[c.Name]
+			fmt.Fprintf(&key, "%d,", ids[i])
+		}
+		if sc := byIDs[key.String()]; sc != nil && !internal {
+			sc.files = append(sc.files, p.Files...)
+			continue
+		}
+		sc := &scan{ids: ids, files: slices.Clone(p.Files), part: p.Name}
+		scans = append(scans, sc)
+		byIDs[key.String()] = sc
+	}
+
+	var branches []string
+	for _, sc := range scans {
+		var entries, sel []string
+		for i, c := range cols {
+			if sc.ids[i] == 0 {
+				sel = append(sel, fmt.Sprintf("CAST(NULL AS %s) AS %s", c.duckType, quoteIdent(c.name)))
+				continue
+			}
+			entries = append(entries, fmt.Sprintf("%d: {name: %s, type: %s, default_value: NULL}", sc.ids[i], quoteString(c.name), quoteString(c.duckType)))
+			sel = append(sel, quoteIdent(c.name))
+		}
+		if internal {
+			sel = append(sel, quoteString(sc.part)+" AS "+quoteIdent(partitionColumn))
+		}
+		files := make([]string, len(sc.files))
+		for i, f := range sc.files {
 			files[i] = quoteString(f)
 		}
-		sel := projection
-		if internal {
-			sel = append(sel[:len(sel):len(sel)], quoteString(p.Name)+" AS "+quoteIdent(partitionColumn))
+		from := fmt.Sprintf("read_parquet([%s], schema = MAP {%s})", strings.Join(files, ", "), strings.Join(entries, ", "))
+		if len(entries) == 0 {
+			from = fmt.Sprintf("read_parquet([%s])", strings.Join(files, ", "))
 		}
-		branches = append(branches, fmt.Sprintf(
-			"SELECT %s FROM (%s WHERE false UNION ALL BY NAME SELECT * FROM read_parquet([%s], union_by_name = true))",
-			strings.Join(sel, ", "), empty, strings.Join(files, ", ")))
+		branches = append(branches, fmt.Sprintf("SELECT %s FROM %s", strings.Join(sel, ", "), from))
 	}
 	if len(branches) == 0 {
-		if internal {
-			empty += ", CAST(NULL AS VARCHAR) AS " + quoteIdent(partitionColumn)
+		sel := make([]string, len(cols))
+		for i, c := range cols {
+			sel[i] = fmt.Sprintf("CAST(NULL AS %s) AS %s", c.duckType, quoteIdent(c.name))
 		}
-		branches = []string{empty + " WHERE false"}
+		if internal {
+			sel = append(sel, "CAST(NULL AS VARCHAR) AS "+quoteIdent(partitionColumn))
+		}
+		branches = []string{"SELECT " + strings.Join(sel, ", ") + " WHERE false"}
 	}
 	return "CREATE VIEW " + quoteIdent(t.Name) + " AS " + strings.Join(branches, " UNION ALL "), nil
 }

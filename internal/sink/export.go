@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -141,14 +140,15 @@ func (x *instance) read(ctx context.Context, p Part, since, until int64, lim lim
 	return u, nil
 }
 
-// exported returns rec with the columns an export carries (SPEC 6): the user columns and
-// the two internal ones every row has. Other internal columns, such as the sender's seq a
-// central server keeps, stay in the cache. The caller releases the result.
+// exported returns rec with the columns an export carries (SPEC 6): the user columns
+// (cache.OverflowColumn among them) and the two internal ones every row has. Other internal
+// columns, such as the sender's seq a central server keeps, stay in the cache. The caller
+// releases the result.
 func exported(rec arrow.RecordBatch) arrow.RecordBatch {
 	sc := rec.Schema()
 	keep := make([]int, 0, sc.NumFields())
 	for i, f := range sc.Fields() {
-		if !strings.HasPrefix(f.Name, cache.InternalPrefix) || f.Name == cache.SeqColumn || f.Name == cache.IngestedAtColumn {
+		if !cache.Internal(f.Name) || f.Name == cache.SeqColumn || f.Name == cache.IngestedAtColumn {
 			keep = append(keep, i)
 		}
 	}

@@ -1,0 +1,276 @@
+package cache
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/hyp-project/hyp/internal/rowjson"
+)
+
+func TestPhysicalNames(t *testing.T) {
+	for _, tc := range []struct{ name, phys string }{
+		{"level", "level"},
+		{"user_agent", "user__agent"},
+		{"service.name", "service_2ename"},
+		{"http.status_code", "http_2estatus__code"},
+		{"user-agent", "user_2dagent"},
+		{"@timestamp", "_40timestamp"},
+		{"ID", "_49_44"},
+		{"a_x2Eb", "a__x2_45b"},
+		{"9lives", "_39lives"},
+		{"é", "_c3_a9"},
+		{"_hyp_origin_seq", "_hyp_origin_seq"},
+		{OverflowColumn, OverflowColumn},
+	} {
+		if got := physicalName(tc.name); got != tc.phys {
+			t.Errorf("physicalName(%q) = %q, want %q", tc.name, got, tc.phys)
+		}
+		if got := logicalName(tc.phys); got != tc.name {
+			t.Errorf("logicalName(%q) = %q, want %q", tc.phys, got, tc.name)
+		}
+	}
+	// A stored name that is no escape (written by another tool) reads as it is.
+	for _, s := range []string{"a_zz", "a_", "_4"} {
+		if got := logicalName(s); got != s {
+			t.Errorf("logicalName(%q) = %q", s, got)
+		}
+	}
+}
+
+// FuzzPhysicalName holds the escape to what the tables rely on: it round-trips, yields only
+// [a-z0-9_] (unique even to a reader that ignores case), starts like an Avro name, and
+// never looks internal.
+func FuzzPhysicalName(f *testing.F) {
+	for _, s := range []string{"a", "service.name", "ID", "id", "a_x2Eb", "_", "__", "9", "\u00e9\U0001F600"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		if name == "" || !utf8.ValidString(name) || strings.HasPrefix(name, InternalPrefix) {
+			return
+		}
+		p := physicalName(name)
+		if got := logicalName(p); got != name {
+			t.Fatalf("logicalName(physicalName(%q)) = %q (via %q)", name, got, p)
+		}
+		for i := 0; i < len(p); i++ {
+			c := p[i]
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') || i == 0 && c >= '0' && c <= '9' {
+				t.Fatalf("physicalName(%q) = %q has %q at %d", name, p, c, i)
+			}
+		}
+		if strings.HasPrefix(p, InternalPrefix) {
+			t.Fatalf("physicalName(%q) = %q looks internal", name, p)
+		}
+	})
+}
+
+// scanJSON returns every row of a partition as a decoded JSON object, keyed as an export
+// would key it.
+func scanJSON(t *testing.T, c *Cache, ds, part string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	_, err := c.Scan(context.Background(), ds, part, 0, 1<<62, func(rec arrow.RecordBatch) error {
+		enc, err := rowjson.NewEncoder(rec.Schema())
+		if err != nil {
+			return err
+		}
+		for i := 0; i < int(rec.NumRows()); i++ {
+			var m map[string]any
+			d := json.NewDecoder(strings.NewReader(string(enc.AppendRow(nil, rec, i))))
+			d.UseNumber()
+			if err := d.Decode(&m); err != nil {
+				return err
+			}
+			out = append(out, m)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestPoisonRowsAreStoredAndReadBack(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	c := openTest(t, dir)
+	big := strings.Repeat("9", 400)
+	lines := []string{
+		`{"service.name":"api","http.status_code":503,"user-agent":"curl","@timestamp":"2026-01-01T00:00:00Z"}`,
+		`{"v":1e400,"w":-1e400,"big":` + big + `,"tiny":1e-400,"zero":0e10}`,
+		`{"ID":1,"id":2,"Id":"three"}`,
+		`{"a.b":1,"a_x2Eb":2,"a__x_32_45b":3}`,
+		`{"n":1.5}`, `{"n":1e400}`, `{"k":7}`, `{"k":-1e400}`,
+	}
+	if _, err := c.Ingest("logs", "web", []byte(strings.Join(lines, "\n")+"\n")); err != nil {
+		t.Fatal(err)
+	}
+	check := func(c *Cache) {
+		t.Helper()
+		if err := c.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		rows := scanJSON(t, c, "logs", "source=web")
+		if len(rows) != len(lines) {
+			t.Fatalf("%d rows, want %d", len(rows), len(lines))
+		}
+		want := []map[string]string{
+			{"service.name": "api", "http.status_code": "503", "user-agent": "curl", "@timestamp": "2026-01-01T00:00:00Z"},
+			{"v": "1e400", "w": "-1e400", "big": big, "tiny": "1e-400", "zero": "0"},
+			{"ID": "1", "id": "2", "Id": "three"},
+			{"a.b": "1", "a_x2Eb": "2", "a__x_32_45b": "3"},
+			{"n": "1.5"}, {"n__string": "1e400"}, {"k": "7"}, {"k__string": "-1e400"},
+		}
+		for i, w := range want {
+			for k, v := range w {
+				if got := fmt.Sprint(rows[i][k]); got != v {
+					t.Errorf("row %d %q = %q, want %q", i, k, got, v)
+				}
+			}
+		}
+	}
+	check(c)
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Restart: the stored names still read back as the field names, and the dataset's
+	// column types are learned back.
+	c = openTest(t, dir)
+	defer c.Close(ctx)
+	check(c)
+	cols, _ := c.Columns("logs")
+	got := map[string]ColType{}
+	for _, col := range cols {
+		got[col.Name] = col.Type
+	}
+	for name, typ := range map[string]ColType{"service.name": TypeString, "http.status_code": TypeLong, "v": TypeString, "big": TypeString, "n": TypeDouble, "n__string": TypeString, "ID": TypeLong, "Id": TypeString} {
+		if got[name] != typ {
+			t.Errorf("column %q: %v, want %v", name, got[name], typ)
+		}
+	}
+	// Compaction keeps names and values.
+	if _, err := c.Compact(ctx, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	check(c)
+}
+
+func TestFieldNamesWithControlCharactersAreRefused(t *testing.T) {
+	c := openTest(t, t.TempDir())
+	defer c.Close(context.Background())
+	for _, line := range []string{`{"a\u0000b":1}`, `{"tab\there":1}`, `{"\u007f":1}`, `{"\u0085":1}`, `{"":1}`} {
+		_, err := c.Ingest("logs", "web", []byte(`{"ok":1}`+"\n"+line+"\n"))
+		ie, ok := err.(*InputError)
+		if !ok || ie.Kind != "bad_field" || ie.Line != 2 {
+			t.Errorf("%s: %v, want bad_field on line 2", line, err)
+		}
+	}
+	if st := c.tables.partitions(); len(st) != 0 {
+		t.Errorf("a refused request stored something: %d partitions", len(st))
+	}
+}
+
+func TestColumnCapOverflows(t *testing.T) {
+	ctx := context.Background()
+	c := openTest(t, t.TempDir())
+	defer c.Close(ctx)
+	const fields = 3000
+	var b strings.Builder
+	for i := range fields {
+		fmt.Fprintf(&b, `{"f%04d":%d,"s":"x%d"}`+"\n", i, i, i)
+	}
+	if _, err := c.Ingest("logs", "web", []byte(b.String())); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cols, _ := c.Columns("logs")
+	if len(cols) != MaxColumns {
+		t.Errorf("%d columns, want %d", len(cols), MaxColumns)
+	}
+	rows := scanJSON(t, c, "logs", "source=web")
+	if len(rows) != fields {
+		t.Fatalf("%d rows", len(rows))
+	}
+	for i, r := range rows {
+		key := fmt.Sprintf("f%04d", i)
+		if r["s"] != fmt.Sprintf("x%d", i) {
+			t.Fatalf("row %d: s = %v", i, r["s"])
+		}
+		if v, ok := r[key]; ok {
+			if fmt.Sprint(v) != fmt.Sprint(i) {
+				t.Fatalf("row %d: %s = %v", i, key, v)
+			}
+			continue
+		}
+		var ovf map[string]any
+		if err := json.Unmarshal([]byte(fmt.Sprint(r[OverflowColumn])), &ovf); err != nil {
+			t.Fatalf("row %d: %s %q: %v", i, OverflowColumn, r[OverflowColumn], err)
+		}
+		if fmt.Sprint(ovf[key]) != fmt.Sprint(i) {
+			t.Fatalf("row %d: overflow %v lacks %s", i, ovf, key)
+		}
+	}
+}
+
+// TestUnstorableRowIsSetAside writes a line the ingest validation would have refused
+// straight into the log (what damage after validation looks like): the flush stores the
+// rows around it, keeps the line with its seq as a loss, and a restart replays nothing
+// twice.
+func TestUnstorableRowIsSetAside(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	c := openTest(t, dir)
+	gb := &groupBuilder{name: "source=web", rows: 3}
+	gb.body.WriteString(`{"i":1}` + "\n" + `{"i":` + "\n" + `{"i":3}` + "\n")
+	res, err := c.append("logs", []*groupBuilder{gb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rows := scanJSON(t, c, "logs", "source=web")
+	if len(rows) != 2 || fmt.Sprint(rows[0]["i"]) != "1" || fmt.Sprint(rows[1]["i"]) != "3" {
+		t.Fatalf("rows %v", rows)
+	}
+	lost, err := c.Losses()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := res.FirstSeq + 1
+	if len(lost) != 1 || lost[0].FromSeq != bad || lost[0].ToSeq != bad || lost[0].Rows != 1 || lost[0].Partition != "source=web" {
+		t.Fatalf("losses %+v, want seq %d", lost, bad)
+	}
+	kept, err := os.ReadFile(lost[0].KeptAt)
+	if err != nil || string(kept) != `{"i":`+"\n" {
+		t.Fatalf("kept %q, %v", kept, err)
+	}
+	if !strings.HasPrefix(lost[0].KeptAt, filepath.Join(dir, lostDir)) {
+		t.Errorf("kept at %s, outside the cache", lost[0].KeptAt)
+	}
+	if c.LostRows() != 1 {
+		t.Errorf("LostRows %d", c.LostRows())
+	}
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c = openTest(t, dir)
+	defer c.Close(ctx)
+	if lost, _ := c.Losses(); len(lost) != 1 || c.LostRows() != 1 {
+		t.Errorf("after restart: %+v, %d", lost, c.LostRows())
+	}
+	if rows := scanJSON(t, c, "logs", "source=web"); len(rows) != 2 {
+		t.Errorf("after restart %d rows", len(rows))
+	}
+}
