@@ -189,7 +189,7 @@ func parseRows(body []byte, first, last int64) (*chunk, *httpbody.Error) {
 				}
 			case len(f.Key) == 0:
 				return rowError("bad_field", "empty field name")
-			case strings.HasPrefix(string(f.Key), cache.InternalPrefix):
+			case cache.Internal(string(f.Key)):
 				return rowError("reserved_field", "field %q uses the reserved prefix %s", f.Key, cache.InternalPrefix)
 			default:
 				if kept > 0 {
