@@ -535,17 +535,7 @@ func queryCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer v.Release()
-			var tables []query.Table
-			for _, t := range v.Tables {
-				qt := query.Table{Name: t.Dataset}
-				for _, c := range t.Columns {
-					qt.Columns = append(qt.Columns, query.Column{Name: c.Name, Type: c.Type.String()})
-				}
-				for _, p := range t.Partitions {
-					qt.Partitions = append(qt.Partitions, query.Partition{Name: p.Partition, Files: p.Files, FieldIDs: p.FieldIDs})
-				}
-				tables = append(tables, qt)
-			}
+			tables := query.FromCache(v)
 			out := bufio.NewWriterSize(os.Stdout, 1<<16)
 			defer out.Flush()
 			if err := query.Run(cmd.Context(), tables, a[0], opts, out); err != nil {

@@ -34,7 +34,7 @@ var (
 // writeParquet writes rows, given as a JSON array of objects, to path the
 // way the cache writes files: through pqarrow, column i with field id ids[i]
 // (1, 2, ... when ids is nil).
-func writeParquet(t *testing.T, path string, fields []arrow.Field, rows string, ids ...int) {
+func writeParquet(t testing.TB, path string, fields []arrow.Field, rows string, ids ...int) {
 	t.Helper()
 	fields = slices.Clone(fields)
 	for i := range fields {
@@ -82,7 +82,7 @@ type fixture struct {
 //     in no file at all.
 //   - empty: no partitions.
 //   - we"ird: identifiers with quotes, spaces, dots and upper case.
-func newFixture(t *testing.T) fixture {
+func newFixture(t testing.TB) fixture {
 	dir := t.TempDir()
 	a := filepath.Join(dir, "logs", "source=web", "a.parquet")
 	b := filepath.Join(dir, "logs", "source=web", "b.parquet")
@@ -319,40 +319,7 @@ func TestRunRejectsWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cases := []string{
-		"COPY logs TO " + quoteString(target),
-		"COPY (SELECT 1) TO " + quoteString(cacheFile) + " (FORMAT parquet)",
-		"CREATE TABLE t AS SELECT 1",
-		"CREATE VIEW v AS SELECT 1",
-		"INSERT INTO logs VALUES ('x')",
-		"WITH x AS (SELECT 1) INSERT INTO logs SELECT * FROM x",
-		"UPDATE logs SET msg = 'x'",
-		"DELETE FROM logs",
-		"DROP VIEW logs",
-		"ATTACH ':memory:' AS m",
-		"ATTACH " + quoteString(filepath.Join(dir, "x.db")),
-		"DETACH memory",
-		"USE memory",
-		"INSTALL httpfs",
-		"LOAD parquet",
-		"SET threads = 1",
-		"RESET threads",
-		"PRAGMA threads = 1",
-		"PRAGMA show_tables",
-		"CALL duckdb_settings()",
-		"EXPORT DATABASE " + quoteString(dir),
-		"CHECKPOINT",
-		"BEGIN",
-		"PREPARE p AS SELECT 1",
-		"EXPLAIN ANALYZE CREATE TABLE t AS SELECT 1",
-		"EXPLAIN ANALYZE COPY (SELECT 1) TO " + quoteString(target),
-		"EXPLAIN (ANALYZE) INSERT INTO logs VALUES ('x')",
-		"EXPLAIN ANALYZE WITH x AS (SELECT 1) INSERT INTO logs SELECT * FROM x",
-		"SELECT 1; COPY logs TO " + quoteString(target),
-		"SELECT 1; SELECT 2",
-		"",
-		" ; -- nothing",
-	}
+	cases := writeStatements(target, cacheFile, dir)
 	for _, sql := range cases {
 		t.Run(sql, func(t *testing.T) {
 			_, err := run(t, fx.tables, sql, Options{})
@@ -477,5 +444,45 @@ func TestStatementLexing(t *testing.T) {
 				t.Errorf("%q explains %q, want %q", tc.sql, got, tc.explained)
 			}
 		}
+	}
+}
+
+// writeStatements are statements that would write, attach, configure or run more than one
+// statement: target is a file they would create, cacheFile one they would overwrite, dir
+// a directory they would fill.
+func writeStatements(target, cacheFile, dir string) []string {
+	return []string{
+		"COPY logs TO " + quoteString(target),
+		"COPY (SELECT 1) TO " + quoteString(cacheFile) + " (FORMAT parquet)",
+		"CREATE TABLE t AS SELECT 1",
+		"CREATE VIEW v AS SELECT 1",
+		"INSERT INTO logs VALUES ('x')",
+		"WITH x AS (SELECT 1) INSERT INTO logs SELECT * FROM x",
+		"UPDATE logs SET msg = 'x'",
+		"DELETE FROM logs",
+		"DROP VIEW logs",
+		"ATTACH ':memory:' AS m",
+		"ATTACH " + quoteString(filepath.Join(dir, "x.db")),
+		"DETACH memory",
+		"USE memory",
+		"INSTALL httpfs",
+		"LOAD parquet",
+		"SET threads = 1",
+		"RESET threads",
+		"PRAGMA threads = 1",
+		"PRAGMA show_tables",
+		"CALL duckdb_settings()",
+		"EXPORT DATABASE " + quoteString(dir),
+		"CHECKPOINT",
+		"BEGIN",
+		"PREPARE p AS SELECT 1",
+		"EXPLAIN ANALYZE CREATE TABLE t AS SELECT 1",
+		"EXPLAIN ANALYZE COPY (SELECT 1) TO " + quoteString(target),
+		"EXPLAIN (ANALYZE) INSERT INTO logs VALUES ('x')",
+		"EXPLAIN ANALYZE WITH x AS (SELECT 1) INSERT INTO logs SELECT * FROM x",
+		"SELECT 1; COPY logs TO " + quoteString(target),
+		"SELECT 1; SELECT 2",
+		"",
+		" ; -- nothing",
 	}
 }

@@ -1,0 +1,20 @@
+package query
+
+import "github.com/hyp-project/hyp/internal/cache"
+
+// FromCache describes the datasets of a pinned cache view as tables. The view must stay
+// pinned while a query runs over them.
+func FromCache(v *cache.View) []Table {
+	tables := make([]Table, 0, len(v.Tables))
+	for _, t := range v.Tables {
+		qt := Table{Name: t.Dataset}
+		for _, c := range t.Columns {
+			qt.Columns = append(qt.Columns, Column{Name: c.Name, Type: c.Type.String()})
+		}
+		for _, p := range t.Partitions {
+			qt.Partitions = append(qt.Partitions, Partition{Name: p.Partition, Files: p.Files, FieldIDs: p.FieldIDs})
+		}
+		tables = append(tables, qt)
+	}
+	return tables
+}
