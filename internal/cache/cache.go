@@ -76,6 +76,7 @@ type Cache struct {
 
 	flushMu sync.Mutex
 	pending []wal.Segment // sealed, not yet flushed
+	damage  walDamage     // guarded by flushMu
 	losses  *losses
 }
 
@@ -209,36 +210,43 @@ func (c *Cache) open(ctx context.Context) error {
 	if c.losses, err = openLosses(c.dir); err != nil {
 		return err
 	}
-	lg, sealed, err := wal.Open(filepath.Join(c.dir, walDir))
+	// The next seq must be above everything persisted anywhere, so that losing or
+	// corrupting any one of these sources can never send seqs backwards. The log is read
+	// before its new segment starts, because that segment's marker is the next seq.
+	lg, sealed, err := wal.Open(filepath.Join(c.dir, walDir), func(sealed []wal.Segment) ([]byte, error) {
+		high := ts.maxSeq()
+		for _, seg := range sealed {
+			if _, err := wal.Read(seg.Path, func(_ int64, p []byte) error {
+				if next, ok := decodeMarker(p); ok {
+					high = max(high, next-1)
+					return nil
+				}
+				rec, err := decodeRecord(p)
+				if err != nil {
+					return nil // damage is reported at flush
+				}
+				high = max(high, rec.lastSeq())
+				c.lastAt = max(c.lastAt, rec.IngestedAt)
+				return nil
+			}, func(wal.Damage) error { return nil }); err != nil {
+				return nil, err
+			}
+		}
+		st, err := readSeqState(filepath.Join(c.dir, seqFile))
+		if err != nil {
+			c.log.Warn("seq allocator file unreadable; continuing above every seq found in the log and tables", "err", err)
+		}
+		c.nextSeq = max(high+1, st.Reserved, 1)
+		if err := c.reserve(c.nextSeq + seqBlock); err != nil {
+			return nil, err
+		}
+		return appendMarker(nil, c.nextSeq), nil
+	})
 	if err != nil {
 		return err
 	}
 	c.wal, c.pending = lg, sealed
-
-	// The next seq must be above everything persisted anywhere, so that losing or
-	// corrupting any one of these sources can never send seqs backwards.
-	high := ts.maxSeq()
-	for _, seg := range sealed {
-		if _, err := wal.Read(seg.Path, func(p []byte) error {
-			rec, err := decodeRecord(p)
-			if err != nil {
-				return nil // a damaged record is reported at flush
-			}
-			high = max(high, rec.lastSeq())
-			c.lastAt = max(c.lastAt, rec.IngestedAt)
-			return nil
-		}); err != nil {
-			return err
-		}
-	}
-	st, err := readSeqState(filepath.Join(c.dir, seqFile))
-	if err != nil {
-		c.log.Warn("seq allocator file unreadable; continuing above every seq found in the log and tables", "err", err)
-	}
-	c.nextSeq = max(high+1, st.Reserved, 1)
-	if err := c.reserve(c.nextSeq + seqBlock); err != nil {
-		return err
-	}
+	c.damage = walDamage{lo: ts.maxSeq() + 1, activeStart: c.nextSeq}
 	c.lastAt = max(c.lastAt, ts.maxIngestedAt())
 	return c.Flush(ctx)
 }
@@ -291,15 +299,22 @@ func (c *Cache) WALSize() int64 { return c.wal.Size() }
 func (c *Cache) Flush(ctx context.Context) error {
 	c.flushMu.Lock()
 	defer c.flushMu.Unlock()
-	seg, ok, err := c.wal.Rotate()
+	// Every record with a seq below next is already in the log's buffer, so it lands in the
+	// segment being sealed: next bounds the new segment from below.
+	c.mu.Lock()
+	next := c.nextSeq
+	c.mu.Unlock()
+	seg, ok, err := c.wal.Rotate(appendMarker(nil, next))
 	if err != nil {
 		return err
 	}
 	if ok {
 		c.pending = append(c.pending, seg)
+		c.damage.activeStart = next
 	}
 	for len(c.pending) > 0 {
-		if err := c.flushSegment(ctx, c.pending[0]); err != nil {
+		last := len(c.pending) == 1
+		if err := c.flushSegment(ctx, c.pending[0], last); err != nil {
 			return err
 		}
 		if err := wal.Release(c.pending[0]); err != nil {
@@ -312,15 +327,19 @@ func (c *Cache) Flush(ctx context.Context) error {
 
 // flushSegment commits every row of seg above its partition's head. A row that cannot be
 // stored (its line no longer parses) is set aside and recorded as a loss before the
-// caller releases seg; it never holds up the rows after it. One partition whose commit
-// fails does not keep the others from committing: seg then stays pending, and its replay
-// skips what did commit.
-func (c *Cache) flushSegment(ctx context.Context, seg wal.Segment) error {
+// caller releases seg; it never holds up the rows after it. Damaged log bytes cost only the
+// records they hit: the segment is kept, the seqs they may have held are recorded as a loss
+// before seg is released (last: seg is the newest sealed one, so the active segment bounds a
+// loss at its end), and every intact record after them is flushed. One partition whose
+// commit fails does not keep the others from committing: seg then stays pending, and its
+// replay skips what did commit.
+func (c *Cache) flushSegment(ctx context.Context, seg wal.Segment, last bool) error {
 	batches := map[*Partition]*batch{}
 	var (
 		order []*Partition
 		aside []setAside
 		errs  []error
+		lost  []Lost
 	)
 	rows := 0
 	commit := func() {
@@ -336,12 +355,25 @@ func (c *Cache) flushSegment(ctx context.Context, seg wal.Segment) error {
 		clear(batches)
 		order, rows = order[:0], 0
 	}
-	_, err := wal.Read(seg.Path, func(payload []byte) error {
-		rec, err := decodeRecord(payload)
+	dmg := c.damage // advanced only once seg is done
+	damaged := func(off, end int64, why string) error {
+		kept, err := c.losses.keepSegment(seg.Path)
 		if err != nil {
-			c.log.Error("skipping damaged log record", "segment", seg.Path, "err", err)
+			return err
+		}
+		dmg.hit(end-off, kept, fmt.Sprintf("%s at bytes %d-%d of %s", why, off, end, filepath.Base(seg.Path)), c.now())
+		return nil
+	}
+	_, err := wal.Read(seg.Path, func(off int64, payload []byte) error {
+		if next, ok := decodeMarker(payload); ok {
+			lost = dmg.intact(next, next-1, lost)
 			return nil
 		}
+		rec, err := decodeRecord(payload)
+		if err != nil {
+			return damaged(off, off+int64(len(payload)), "undecodable log record ("+err.Error()+")")
+		}
+		lost = dmg.intact(rec.Groups[0].FirstSeq, rec.lastSeq(), lost)
 		ds := c.tables.dataset(rec.Dataset)
 		for _, g := range rec.Groups {
 			p, err := c.tables.partition(ds, g.Partition)
@@ -371,6 +403,8 @@ func (c *Cache) flushSegment(ctx context.Context, seg wal.Segment) error {
 			}
 		}
 		return nil
+	}, func(d wal.Damage) error {
+		return damaged(d.Offset, d.End, "damaged log bytes")
 	})
 	if err != nil {
 		for _, b := range batches {
@@ -378,15 +412,23 @@ func (c *Cache) flushSegment(ctx context.Context, seg wal.Segment) error {
 		}
 		return fmt.Errorf("flush %s: %w", seg.Path, err)
 	}
+	if last {
+		lost = dmg.intact(dmg.activeStart, dmg.activeStart-1, lost)
+	}
 	commit()
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("flush %s: %w", seg.Path, err)
 	}
-	lost, err := c.losses.record(aside, c.now())
+	set, err := c.losses.setAside(aside, c.now())
 	if err != nil {
 		return fmt.Errorf("flush %s: %w", seg.Path, err)
 	}
-	for _, x := range lost {
+	logged, err := c.losses.add(lost)
+	if err != nil {
+		return fmt.Errorf("flush %s: %w", seg.Path, err)
+	}
+	c.damage = dmg
+	for _, x := range append(set, logged...) {
 		c.log.Error("rows set aside: they could not be stored", "dataset", x.Dataset, "partition", x.Partition,
 			"from_seq", x.FromSeq, "to_seq", x.ToSeq, "rows", x.Rows, "reason", x.Reason, "kept_at", x.KeptAt)
 	}

@@ -22,11 +22,13 @@ const (
 	lossLog = "losses.jsonl"
 )
 
-// Lost is a range of acknowledged rows the cache could not keep in its tables. Every seq of
-// the partition in [FromSeq, ToSeq] may be missing; the bytes that held them are at KeptAt.
+// Lost is a range of acknowledged rows the cache could not keep in its tables. Every seq in
+// [FromSeq, ToSeq] of the partition may be missing (of any partition when damaged log bytes
+// hid which one: Dataset and Partition are then empty, and Rows is at most as many rows as
+// the damaged bytes could hold); the bytes that held them are at KeptAt.
 type Lost struct {
-	Dataset    string    `json:"dataset"`
-	Partition  string    `json:"partition"`
+	Dataset    string    `json:"dataset,omitempty"`
+	Partition  string    `json:"partition,omitempty"`
 	FromSeq    int64     `json:"from_seq"`
 	ToSeq      int64     `json:"to_seq"`
 	Rows       int64     `json:"rows"`
@@ -63,35 +65,20 @@ type setAside struct {
 	err                error
 }
 
-// record keeps the rows of one flush that could not be stored, one file and one loss per
-// partition, durably: the caller releases the log segment that held them only after this
-// returns. Replaying that segment again writes the same file and adds no second entry.
-func (l *losses) record(rows []setAside, now time.Time) ([]Lost, error) {
+// setAside keeps the rows of one flush that could not be stored, one file and one loss per
+// run of consecutive seqs of a partition, and records those losses (see add).
+func (l *losses) setAside(rows []setAside, now time.Time) ([]Lost, error) {
 	if len(rows) == 0 {
 		return nil, nil
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	if err := fsutil.MkdirAllSync(l.dir); err != nil {
 		return nil, fmt.Errorf("losses: %w", err)
 	}
-	known, err := readLosses(filepath.Dir(l.dir))
-	if err != nil {
-		return nil, err
-	}
-	type key struct {
-		dataset, partition string
-		from               int64
-	}
-	seen := map[key]bool{}
-	for _, x := range known {
-		seen[key{x.Dataset, x.Partition, x.FromSeq}] = true
-	}
 	var out []Lost
 	for len(rows) > 0 {
-		n := 1
 		// One loss is a run of consecutive seqs of one partition, so its range names no
 		// row that was stored.
+		n := 1
 		for n < len(rows) && rows[n].dataset == rows[0].dataset && rows[n].partition == rows[0].partition && rows[n].seq == rows[n-1].seq+1 {
 			n++
 		}
@@ -105,27 +92,78 @@ func (l *losses) record(rows []setAside, now time.Time) ([]Lost, error) {
 			DetectedAt: now.UTC(),
 			KeptAt:     filepath.Join(l.dir, fmt.Sprintf("%s-seq%020d-%020d.ndjson", first.dataset, first.seq, last.seq)),
 		}
-		if seen[key{x.Dataset, x.Partition, x.FromSeq}] {
-			continue
-		}
 		var body bytes.Buffer
 		for _, r := range group {
 			body.Write(r.line)
 			body.WriteByte('\n')
 		}
 		if err := fsutil.WriteFileAtomic(x.KeptAt, body.Bytes(), 0o600); err != nil {
-			return out, fmt.Errorf("losses: keep rows: %w", err)
+			return nil, fmt.Errorf("losses: keep rows: %w", err)
 		}
+		out = append(out, x)
+	}
+	return l.add(out)
+}
+
+// keepSegment copies a damaged log segment into the losses directory (once; the copy is
+// named after the segment) and returns the copy's path. The owner releases the segment only
+// after this, so the damaged bytes are never gone.
+func (l *losses) keepSegment(path string) (string, error) {
+	dst := filepath.Join(l.dir, "wal-"+filepath.Base(path)+".damaged")
+	if _, err := os.Stat(dst); err == nil {
+		return dst, nil
+	}
+	if err := fsutil.MkdirAllSync(l.dir); err != nil {
+		return "", fmt.Errorf("losses: %w", err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("losses: keep damaged segment: %w", err)
+	}
+	if err := fsutil.WriteFileAtomic(dst, b, 0o600); err != nil {
+		return "", fmt.Errorf("losses: keep damaged segment: %w", err)
+	}
+	return dst, nil
+}
+
+// add appends losses to the log durably and returns those it had not recorded before: a
+// flush that is replayed after a crash finds the same losses again and adds none twice.
+func (l *losses) add(xs []Lost) ([]Lost, error) {
+	if len(xs) == 0 {
+		return nil, nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	known, err := readLosses(filepath.Dir(l.dir))
+	if err != nil {
+		return nil, err
+	}
+	type key struct {
+		dataset, partition string
+		from, to           int64
+	}
+	seen := map[key]bool{}
+	for _, x := range known {
+		seen[key{x.Dataset, x.Partition, x.FromSeq, x.ToSeq}] = true
+	}
+	var out []Lost
+	var buf bytes.Buffer
+	for _, x := range xs {
+		k := key{x.Dataset, x.Partition, x.FromSeq, x.ToSeq}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		b, _ := json.Marshal(x)
+		buf.Write(b)
+		buf.WriteByte('\n')
 		out = append(out, x)
 	}
 	if len(out) == 0 {
 		return nil, nil
 	}
-	var buf bytes.Buffer
-	for _, x := range out {
-		b, _ := json.Marshal(x)
-		buf.Write(b)
-		buf.WriteByte('\n')
+	if err := fsutil.MkdirAllSync(l.dir); err != nil {
+		return nil, fmt.Errorf("losses: %w", err)
 	}
 	if err := appendSync(filepath.Join(l.dir, lossLog), buf.Bytes()); err != nil {
 		return nil, fmt.Errorf("losses: %w", err)
@@ -134,6 +172,42 @@ func (l *losses) record(rows []setAside, now time.Time) ([]Lost, error) {
 		l.rows += x.Rows
 	}
 	return out, nil
+}
+
+// walDamage follows a flush through the log to bound what damaged bytes may have held.
+// Records are in seq order and every segment starts with a marker, so damage lies after
+// the last intact record's seqs (lo) and before the next intact record's first seq.
+type walDamage struct {
+	lo          int64 // lowest seq the next damage may have held
+	activeStart int64 // marker of the active segment: above every seq in sealed ones
+	open        *Lost // damage seen, its upper bound not yet
+	bytes       int64 // damaged bytes in open
+}
+
+// hit notes bytes of damage; consecutive damage before the next intact record is one loss.
+func (d *walDamage) hit(bytes int64, kept, why string, now time.Time) {
+	if d.open == nil {
+		d.open = &Lost{FromSeq: d.lo, Reason: why, DetectedAt: now.UTC(), KeptAt: kept}
+	}
+	d.bytes += bytes
+}
+
+// intact notes an intact record (or marker) holding seqs first..last and closes any open
+// damage below it, appending it to lost when it may have held rows.
+func (d *walDamage) intact(first, last int64, lost []Lost) []Lost {
+	if x := d.open; x != nil {
+		d.open = nil
+		x.ToSeq = first - 1
+		if x.ToSeq >= x.FromSeq {
+			// Every seq in the range may be lost, but damaged bytes cannot have held more
+			// rows than a row's smallest form ("{}" and a newline) fits in them.
+			x.Rows = min(x.ToSeq-x.FromSeq+1, max(d.bytes/3, 1))
+			lost = append(lost, *x)
+		}
+		d.bytes = 0
+	}
+	d.lo = max(d.lo, last+1)
+	return lost
 }
 
 func appendSync(path string, b []byte) error {

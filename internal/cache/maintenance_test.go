@@ -57,11 +57,11 @@ func TestReplayAfterCrashBetweenCommitAndRelease(t *testing.T) {
 	ingestN(t, c, "b", 1000, 10)
 	last := ingestN(t, c, "a", 10, 10)
 	// Commit the segment's rows to the tables but "crash" before the segment is released.
-	seg, ok, err := c.wal.Rotate()
+	seg, ok, err := c.wal.Rotate(appendMarker(nil, c.nextSeq))
 	if err != nil || !ok {
 		t.Fatal(err)
 	}
-	if err := c.flushSegment(ctx, seg); err != nil {
+	if err := c.flushSegment(ctx, seg, true); err != nil {
 		t.Fatal(err)
 	}
 	crash(c)

@@ -15,6 +15,25 @@ import (
 // firstSeq+i.
 const recordVersion = 1
 
+// A segment marker is the first record of every log segment: the next seq to be issued when
+// the segment was started, so every record in the segment has seqs at or above it. It bounds
+// from below a damaged record at a segment's start, and from above one at the end of the
+// segment before. Layout: markerVersion | varint next seq.
+const markerVersion = 0
+
+func appendMarker(dst []byte, nextSeq int64) []byte {
+	return binary.AppendVarint(append(dst, markerVersion), nextSeq)
+}
+
+// decodeMarker returns the next seq of a segment marker, or false for any other payload.
+func decodeMarker(p []byte) (int64, bool) {
+	if len(p) < 2 || p[0] != markerVersion {
+		return 0, false
+	}
+	v, n := binary.Varint(p[1:])
+	return v, n == len(p)-1 && v > 0
+}
+
 type group struct {
 	Partition string
 	FirstSeq  int64

@@ -2,9 +2,12 @@
 // fsync'd in groups so that many concurrent appenders share one fsync. It never interprets
 // a record's payload and never deletes a segment its owner has not released.
 //
-// A record is durable once Wait returns nil for its ticket. After a crash the tail of the
-// newest segment may be torn; readers stop at the first frame that is short or fails its
-// checksum, and Open truncates that tail so new records never follow garbage.
+// A record is durable once Wait returns nil for its ticket. Bytes that hold no intact
+// record are damage, and damage costs only the bytes it hits: a reader resynchronises on the
+// next frame whose length and checksum hold and reads on, reporting each damaged span to its
+// owner. The one exception is a torn tail, the unacknowledged end of the newest segment
+// after a crash (damage with no intact record after it): Open keeps its bytes beside the
+// segment and cuts it off, so new records never follow garbage.
 package wal
 
 import (
@@ -52,10 +55,11 @@ type Log struct {
 	err      error  // sticky: after a failed write or fsync nothing more is acknowledged
 	closed   bool
 
-	seg      *os.File
-	segIndex uint64
-	segSize  int64
-	done     chan struct{}
+	seg       *os.File
+	segIndex  uint64
+	segSize   int64
+	firstSize int64 // bytes of the segment's first record, which alone does not need sealing
+	done      chan struct{}
 }
 
 // Segment is a sealed segment file that may be read and then released.
@@ -91,9 +95,12 @@ func List(dir string) ([]Segment, error) {
 	return segs, nil
 }
 
-// Open starts a fresh segment after every existing one. Existing segments are returned
-// sealed, for the owner to replay and release; the newest has any torn tail cut off first.
-func Open(dir string) (*Log, []Segment, error) {
+// Open starts a fresh segment after every existing one, whose first record is the payload
+// first returns: it gets the sealed segments, read nothing yet, so the owner can compute from
+// them what the new segment starts with (hyp's cache writes there the next seq, which bounds
+// any damage found later). Existing segments are returned sealed, for the owner to replay and
+// release; the newest has any torn tail cut off first.
+func Open(dir string, first func(sealed []Segment) ([]byte, error)) (*Log, []Segment, error) {
 	if err := fsutil.MkdirAllSync(dir); err != nil {
 		return nil, nil, err
 	}
@@ -103,23 +110,73 @@ func Open(dir string) (*Log, []Segment, error) {
 	}
 	next := uint64(1)
 	if n := len(segs); n > 0 {
-		last := segs[n-1]
-		valid, err := Read(last.Path, func([]byte) error { return nil })
-		if err != nil {
+		if err := cutTornTail(segs[n-1].Path); err != nil {
 			return nil, nil, err
 		}
-		if err := os.Truncate(last.Path, valid); err != nil {
-			return nil, nil, fmt.Errorf("wal: truncate torn tail of %s: %w", last.Path, err)
-		}
-		next = last.Index + 1
+		next = segs[n-1].Index + 1
+	}
+	payload, err := first(segs)
+	if err != nil {
+		return nil, nil, err
 	}
 	l := &Log{dir: dir, done: make(chan struct{})}
 	l.cond = sync.NewCond(&l.mu)
 	if err := l.openSegment(next); err != nil {
 		return nil, nil, err
 	}
+	l.buf = appendFrame(l.buf, payload)
+	l.firstSize = int64(len(l.buf))
+	if err := l.writeOut(); err != nil {
+		l.seg.Close()
+		return nil, nil, err
+	}
 	go l.syncLoop()
 	return l, segs, nil
+}
+
+// cutTornTail truncates the newest segment after its last intact record when what follows
+// is what a crash during a write leaves: zeroes, or a frame the file ends inside of. Those
+// bytes were never acknowledged. Anything else after the last intact record (a whole frame
+// whose checksum fails) is damage, left for the owner to report. Cut bytes other than
+// zeroes are kept next to the segment, as <segment>.torn-<offset>.
+func cutTornTail(path string) error {
+	var tail *Damage
+	end, err := Read(path, func(int64, []byte) error { return nil }, func(d Damage) error {
+		tail = &d
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if tail == nil || tail.Offset < end {
+		return nil // damage, if any, lies between intact records: the owner reports it
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("wal: read torn tail of %s: %w", path, err)
+	}
+	cut := b[end:]
+	zeroes := strings.Trim(string(cut), "\x00") == ""
+	if !zeroes && len(cut) >= frameHeader && int64(binary.LittleEndian.Uint32(cut)) <= int64(len(cut)-frameHeader) {
+		return nil
+	}
+	if !zeroes {
+		if err := fsutil.WriteFileAtomic(fmt.Sprintf("%s.torn-%d", path, end), cut, 0o600); err != nil {
+			return fmt.Errorf("wal: keep torn tail of %s: %w", path, err)
+		}
+	}
+	if err := os.Truncate(path, end); err != nil {
+		return fmt.Errorf("wal: truncate torn tail of %s: %w", path, err)
+	}
+	return nil
+}
+
+func appendFrame(dst, payload []byte) []byte {
+	var hdr [frameHeader]byte
+	binary.LittleEndian.PutUint32(hdr[0:4], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(hdr[4:8], crc32.Checksum(payload, castagnoli))
+	dst = append(dst, hdr[:]...)
+	return append(dst, payload...)
 }
 
 func (l *Log) openSegment(i uint64) error {
@@ -136,10 +193,11 @@ func (l *Log) openSegment(i uint64) error {
 }
 
 // Append frames payload into the log and returns a ticket for Wait. The record is not
-// durable until Wait(ticket) returns nil.
+// durable until Wait(ticket) returns nil. An empty payload is refused: a run of zero bytes
+// would otherwise read as intact empty records.
 func (l *Log) Append(payload []byte) (uint64, error) {
-	if len(payload) > MaxRecord {
-		return 0, fmt.Errorf("wal: record of %d bytes exceeds %d", len(payload), MaxRecord)
+	if len(payload) == 0 || len(payload) > MaxRecord {
+		return 0, fmt.Errorf("wal: record of %d bytes is outside 1..%d", len(payload), MaxRecord)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -149,11 +207,7 @@ func (l *Log) Append(payload []byte) (uint64, error) {
 	if l.err != nil {
 		return 0, l.err
 	}
-	var hdr [frameHeader]byte
-	binary.LittleEndian.PutUint32(hdr[0:4], uint32(len(payload)))
-	binary.LittleEndian.PutUint32(hdr[4:8], crc32.Checksum(payload, castagnoli))
-	l.buf = append(l.buf, hdr[:]...)
-	l.buf = append(l.buf, payload...)
+	l.buf = appendFrame(l.buf, payload)
 	l.appended++
 	l.cond.Broadcast()
 	return l.appended, nil
@@ -227,8 +281,10 @@ func (l *Log) writeOut() error {
 }
 
 // Rotate makes everything appended so far durable, seals the current segment and starts a
-// new one. It returns the sealed segment, or ok=false when it held no records.
-func (l *Log) Rotate() (Segment, bool, error) {
+// new one whose first record is first. It returns the sealed segment, or ok=false when it
+// held no records but first. Records appended while it runs go to the new segment, after
+// first.
+func (l *Log) Rotate(first []byte) (Segment, bool, error) {
 	l.ioMu.Lock()
 	defer l.ioMu.Unlock()
 	if err := l.writeOut(); err != nil {
@@ -239,7 +295,7 @@ func (l *Log) Rotate() (Segment, bool, error) {
 	if l.closed {
 		return Segment{}, false, ErrClosed
 	}
-	if l.segSize == 0 {
+	if l.segSize <= l.firstSize {
 		return Segment{}, false, nil
 	}
 	sealed := Segment{Index: l.segIndex, Path: l.seg.Name()}
@@ -251,6 +307,9 @@ func (l *Log) Rotate() (Segment, bool, error) {
 		l.err = err
 		return Segment{}, false, err
 	}
+	l.buf = append(appendFrame(l.spare[:0], first), l.buf...)
+	l.spare = nil
+	l.firstSize = int64(frameHeader + len(first))
 	return sealed, true, nil
 }
 
@@ -289,41 +348,105 @@ func Release(seg Segment) error {
 	return fsutil.SyncDir(filepath.Dir(seg.Path))
 }
 
-// Read calls fn for every intact record of a segment file in order and returns the byte
-// length of the intact prefix. A short or corrupt frame ends the segment: it can only be
-// the torn tail of a write that was never acknowledged.
-func Read(path string, fn func(payload []byte) error) (int64, error) {
+// Damage is a span [Offset, End) of a segment that holds no intact record: a length out of
+// range, a checksum that does not match, or a frame the file ends inside of.
+type Damage struct {
+	Path        string
+	Offset, End int64
+}
+
+// Read calls fn for every intact record of a segment file in order, with its offset, and
+// damaged for every span that is not one, in file order; it resynchronises after damage on
+// the next frame whose length and checksum hold. It returns the offset just past the last
+// intact record. An error from fn or damaged stops it and is returned.
+func Read(path string, fn func(off int64, payload []byte) error, damaged func(Damage) error) (int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, fmt.Errorf("wal: open %s: %w", path, err)
 	}
 	defer f.Close()
 	r := bufio.NewReaderSize(f, 1<<20)
-	var valid int64
+	var off, end int64
 	var hdr [frameHeader]byte
 	var payload []byte
 	for {
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			return valid, nil
+			if err == io.EOF {
+				return end, nil
+			}
+			break // a frame the file ends inside of
 		}
 		n := binary.LittleEndian.Uint32(hdr[0:4])
-		sum := binary.LittleEndian.Uint32(hdr[4:8])
-		if n > MaxRecord {
-			return valid, nil
+		if n == 0 || n > MaxRecord {
+			break
 		}
 		if cap(payload) < int(n) {
 			payload = make([]byte, n)
 		}
 		payload = payload[:n]
 		if _, err := io.ReadFull(r, payload); err != nil {
-			return valid, nil
+			break
 		}
-		if crc32.Checksum(payload, castagnoli) != sum {
-			return valid, nil
+		if crc32.Checksum(payload, castagnoli) != binary.LittleEndian.Uint32(hdr[4:8]) {
+			break
 		}
-		if err := fn(payload); err != nil {
-			return valid, err
+		if err := fn(off, payload); err != nil {
+			return end, err
 		}
-		valid += frameHeader + int64(n)
+		off += frameHeader + int64(n)
+		end = off
 	}
+	// Damage is rare: read the rest whole and search it for intact frames.
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		return end, fmt.Errorf("wal: read %s: %w", path, err)
+	}
+	rest, err := io.ReadAll(f)
+	if err != nil {
+		return end, fmt.Errorf("wal: read %s: %w", path, err)
+	}
+	for len(rest) > 0 {
+		skip := resync(rest)
+		if skip > 0 {
+			if err := damaged(Damage{Path: path, Offset: off, End: off + int64(skip)}); err != nil {
+				return end, err
+			}
+			off, rest = off+int64(skip), rest[skip:]
+		}
+		for {
+			n, ok := frameAt(rest, 0)
+			if !ok {
+				break
+			}
+			if err := fn(off, rest[frameHeader:frameHeader+n]); err != nil {
+				return end, err
+			}
+			off, rest = off+int64(frameHeader+n), rest[frameHeader+n:]
+			end = off
+		}
+	}
+	return end, nil
+}
+
+// frameAt reports whether b[i:] starts with an intact frame, and its payload length.
+func frameAt(b []byte, i int) (int, bool) {
+	if len(b)-i < frameHeader {
+		return 0, false
+	}
+	n := int(binary.LittleEndian.Uint32(b[i:]))
+	if n == 0 || n > MaxRecord || n > len(b)-i-frameHeader {
+		return 0, false
+	}
+	p := b[i+frameHeader : i+frameHeader+n]
+	return n, crc32.Checksum(p, castagnoli) == binary.LittleEndian.Uint32(b[i+4:])
+}
+
+// resync is the offset of the first intact frame in b, or len(b). A random position passes
+// for a frame only if 32 bits of checksum match by chance.
+func resync(b []byte) int {
+	for i := range len(b) {
+		if _, ok := frameAt(b, i); ok {
+			return i
+		}
+	}
+	return len(b)
 }

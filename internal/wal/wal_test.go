@@ -4,27 +4,40 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 )
 
-func readAll(t *testing.T, segs []Segment) [][]byte {
+// marker is the first record the tests start every segment with.
+var marker = []byte("M")
+
+func first([]Segment) ([]byte, error) { return marker, nil }
+
+// readAll returns every intact record but the segment markers, and the damage seen.
+func readAll(t *testing.T, segs []Segment) ([][]byte, []Damage) {
 	t.Helper()
 	var out [][]byte
+	var dmg []Damage
 	for _, s := range segs {
-		if _, err := Read(s.Path, func(p []byte) error {
-			out = append(out, bytes.Clone(p))
+		if _, err := Read(s.Path, func(_ int64, p []byte) error {
+			if !bytes.Equal(p, marker) {
+				out = append(out, bytes.Clone(p))
+			}
+			return nil
+		}, func(d Damage) error {
+			dmg = append(dmg, d)
 			return nil
 		}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return out
+	return out, dmg
 }
 
 func TestAppendRotateReopen(t *testing.T) {
 	dir := t.TempDir()
-	l, segs, err := Open(dir)
+	l, segs, err := Open(dir, first)
 	if err != nil || len(segs) != 0 {
 		t.Fatalf("open: %v %v", segs, err)
 	}
@@ -50,11 +63,11 @@ func TestAppendRotateReopen(t *testing.T) {
 		}(g)
 	}
 	wg.Wait()
-	sealed, ok, err := l.Rotate()
+	sealed, ok, err := l.Rotate(marker)
 	if err != nil || !ok {
 		t.Fatalf("rotate: %v %v", ok, err)
 	}
-	if got := readAll(t, []Segment{sealed}); len(got) != 800 {
+	if got, _ := readAll(t, []Segment{sealed}); len(got) != 800 {
 		t.Fatalf("sealed segment has %d records", len(got))
 	}
 	tk, _ := l.Append([]byte("after"))
@@ -64,7 +77,7 @@ func TestAppendRotateReopen(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	l2, segs, err := Open(dir)
+	l2, segs, err := Open(dir, first)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,8 +85,8 @@ func TestAppendRotateReopen(t *testing.T) {
 	if len(segs) != 2 {
 		t.Fatalf("reopen found %d segments", len(segs))
 	}
-	got := readAll(t, segs)
-	if len(got) != 801 || string(got[800]) != "after" {
+	got, dmg := readAll(t, segs)
+	if len(got) != 801 || string(got[800]) != "after" || len(dmg) != 0 {
 		t.Fatalf("reopen read %d records", len(got))
 	}
 }
@@ -89,7 +102,7 @@ func TestTornTailIsCutOnOpen(t *testing.T) {
 			f.Write([]byte{9, 0, 0, 0, 1, 2, 3, 4, 'x'})
 			f.Close()
 		}},
-		{"flipped byte", func(p string, size int64) {
+		{"flipped byte (damage, not torn: kept and read around)", func(p string, size int64) {
 			f, _ := os.OpenFile(p, os.O_RDWR, 0)
 			f.WriteAt([]byte{'#'}, size-1)
 			f.Close()
@@ -97,7 +110,7 @@ func TestTornTailIsCutOnOpen(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			l, _, _ := Open(dir)
+			l, _, _ := Open(dir, first)
 			for _, p := range []string{"one", "two", "three"} {
 				tk, _ := l.Append([]byte(p))
 				l.Wait(tk)
@@ -106,11 +119,11 @@ func TestTornTailIsCutOnOpen(t *testing.T) {
 			l.Close()
 			st, _ := os.Stat(path)
 			tc.tear(path, st.Size())
-			l2, segs, err := Open(dir)
+			l2, segs, err := Open(dir, first)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := readAll(t, segs)
+			got, _ := readAll(t, segs)
 			want := 3
 			if tc.name != "garbage appended" {
 				want = 2
@@ -121,16 +134,97 @@ func TestTornTailIsCutOnOpen(t *testing.T) {
 			tk, _ := l2.Append([]byte("new"))
 			l2.Wait(tk)
 			l2.Close()
-			_, segs, _ = Open(dir)
-			if got := readAll(t, segs); string(got[len(got)-1]) != "new" {
+			_, segs, _ = Open(dir, first)
+			if got, _ := readAll(t, segs); string(got[len(got)-1]) != "new" {
 				t.Fatalf("record after torn tail lost: %q", got)
 			}
 		})
 	}
 }
 
+// TestDamageCostsOnlyWhatItHits flips bytes inside records of a sealed segment: every
+// other record is still read, the damage is reported where it is, and nothing is cut.
+func TestDamageCostsOnlyWhatItHits(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		at   func(offs []int64) int64 // the byte to flip
+		lost []int                    // records that are gone
+	}{
+		{"payload of the 5th", func(o []int64) int64 { return o[5] + frameHeader + 2 }, []int{5}},
+		{"length of the 5th", func(o []int64) int64 { return o[5] + 1 }, []int{5}},
+		{"checksum of the first", func(o []int64) int64 { return o[1] + 5 }, []int{1}},
+		{"payload of the last", func(o []int64) int64 { return o[len(o)-1] + frameHeader }, []int{20}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			l, _, _ := Open(dir, first)
+			for i := 1; i <= 20; i++ {
+				tk, _ := l.Append([]byte(fmt.Sprintf("record-%02d-%s", i, bytes.Repeat([]byte{'x'}, i*7))))
+				l.Wait(tk)
+			}
+			sealed, _, _ := l.Rotate(marker)
+			l.Close()
+			var offs []int64 // offs[i]: record i (0 is the marker)
+			Read(sealed.Path, func(off int64, _ []byte) error { offs = append(offs, off); return nil }, nil)
+			before, _ := os.ReadFile(sealed.Path)
+			f, _ := os.OpenFile(sealed.Path, os.O_RDWR, 0)
+			at := tc.at(offs)
+			f.WriteAt([]byte{before[at] ^ 0x5a}, at)
+			f.Close()
+			// Reopening cuts nothing from a sealed segment.
+			l2, segs, err := Open(dir, first)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l2.Close()
+			if after, _ := os.ReadFile(sealed.Path); len(after) != len(before) {
+				t.Fatalf("segment changed size %d -> %d", len(before), len(after))
+			}
+			got, dmg := readAll(t, segs[:1])
+			var want []string
+			for i := 1; i <= 20; i++ {
+				if !slices.Contains(tc.lost, i) {
+					want = append(want, fmt.Sprintf("record-%02d", i))
+				}
+			}
+			var names []string
+			for _, g := range got {
+				names = append(names, string(g[:9]))
+			}
+			if !slices.Equal(names, want) {
+				t.Fatalf("read %v, want %v", names, want)
+			}
+			if len(dmg) != 1 || dmg[0].Offset > at || dmg[0].End <= at {
+				t.Fatalf("damage %+v, want one span holding byte %d", dmg, at)
+			}
+		})
+	}
+}
+
+func TestTornTailBytesAreKept(t *testing.T) {
+	dir := t.TempDir()
+	l, _, _ := Open(dir, first)
+	tk, _ := l.Append([]byte("kept"))
+	l.Wait(tk)
+	path := l.seg.Name()
+	l.Close()
+	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	f.Write([]byte{200, 0, 0, 0, 'g', 'a', 'r', 'b'})
+	f.Close()
+	st, _ := os.Stat(path)
+	l2, _, err := Open(dir, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2.Close()
+	kept, err := os.ReadFile(fmt.Sprintf("%s.torn-%d", path, st.Size()-8))
+	if err != nil || !bytes.Equal(kept, []byte{200, 0, 0, 0, 'g', 'a', 'r', 'b'}) {
+		t.Fatalf("torn tail kept as %q, %v", kept, err)
+	}
+}
+
 func BenchmarkAppendWait(b *testing.B) {
-	l, _, _ := Open(b.TempDir())
+	l, _, _ := Open(b.TempDir(), first)
 	defer l.Close()
 	payload := bytes.Repeat([]byte("x"), 200*1000)
 	b.SetBytes(int64(len(payload)))
