@@ -11,13 +11,17 @@
 // # The chunk contract
 //
 // A sender declares with X-Hyp-Seq-Range: A-B that its chunk carries every row of its
-// partition whose seq lies in [A, B]. The server relies on that: once a chunk is stored it
-// records the whole declared range [A, B] in the ledger, not only the seqs it saw. Sender
-// seqs are cache-global, so one partition's seqs are sparse, and recording the range keeps
-// the ledger at one interval per contiguous stream of chunks; it also lets a later re-send
-// that is chunked differently, say [50, 150] after [1, 100], be recognised row by row. A
-// sender that declared a range and later sent a row inside it that the chunk lacked would
-// see that row counted as a duplicate and dropped.
+// partition whose seq lies in [A, B], and A and B must be the seqs of the chunk's first and
+// last rows (400 bad_seq_range otherwise). Once a chunk is stored the server records [A, B]
+// in the ledger, not only the seqs it saw: sender seqs are cache-global, so one partition's
+// seqs are sparse, and recording the range keeps the ledger at one interval per contiguous
+// stream of chunks; it also lets a later re-send that is chunked differently, say [50, 150]
+// after [1, 100], be recognised row by row. The ledger therefore never holds a seq outside
+// the span of rows a chunk actually carried: a declared range no row bounds, such as
+// 0-9223372036854775807 on a one-row chunk, is refused instead of silencing the gateway.
+//
+// Only a token allowed to send as a gateway can touch that gateway's ledger: a token bound
+// to gateway globs in the token file gets 403 gateway_not_allowed for any other gateway.
 //
 // # Crash safety
 //
@@ -216,7 +220,9 @@ func (h *handler) commit(ctx context.Context, w http.ResponseWriter, dataset str
 		}
 		checkpoint = res.LastSeq
 	}
-	if err := h.led.Record(key, []ledger.Interval{{Start: fw.first, End: fw.last}}, checkpoint); err != nil {
+	// parseRows made the declared range exactly the span of the rows.
+	span := ledger.Interval{Start: ch.seqs[0], End: ch.seqs[len(ch.seqs)-1]}
+	if err := h.led.Record(key, []ledger.Interval{span}, checkpoint); err != nil {
 		lk.dirty = accepted > 0
 		return h.unavailable(w, fw, err)
 	}

@@ -239,10 +239,12 @@ func TestForwardDedupes(t *testing.T) {
 			stored: seqRange(1, 12),
 		},
 		{
-			name: "sparse seqs: the declared range counts, not only the rows seen",
+			name: "sparse seqs: the span of the rows counts, not only the rows seen",
 			steps: []step{
-				{10, 20, []int64{11, 15, 19}, 3, 0},
-				{1, 30, []int64{3, 11, 15, 19, 25}, 2, 3},
+				{11, 19, []int64{11, 15, 19}, 3, 0},
+				{3, 25, []int64{3, 11, 15, 19, 25}, 2, 3},
+				// Inside a stored span: the sender promised the span had no other rows.
+				{12, 14, []int64{12, 14}, 0, 2},
 			},
 			stored: []int64{11, 15, 19, 3, 25},
 		},
@@ -250,11 +252,6 @@ func TestForwardDedupes(t *testing.T) {
 			name:   "later chunk first",
 			steps:  []step{{11, 20, seqRange(11, 20), 10, 0}, {1, 10, seqRange(1, 10), 10, 0}, {1, 20, seqRange(1, 20), 0, 20}},
 			stored: append(seqRange(11, 20), seqRange(1, 10)...),
-		},
-		{
-			name:   "empty chunk",
-			steps:  []step{{1, 1, nil, 0, 0}},
-			stored: nil,
 		},
 	}
 	for _, tc := range tests {
@@ -344,11 +341,21 @@ func TestRejectsAndStoresNothing(t *testing.T) {
 		{"string seq", `{"_hyp_ingest_seq":"1"}`, nil, 400, "bad_seq", 1},
 		{"float seq", `{"_hyp_ingest_seq":1.0}`, nil, 400, "bad_seq", 1},
 		{"seq twice", `{"_hyp_ingest_seq":1,"_hyp_ingest_seq":2}`, nil, 400, "bad_seq", 1},
-		{"seq below range", string(rows(0)), nil, 400, "bad_seq", 1},
-		{"seq above range", string(rows(1, 3)), nil, 400, "bad_seq", 2},
+		{"seq zero", string(rows(0)), []func(*http.Request){set(headerSeqRange, "0-0")}, 400, "bad_seq", 1},
+		{"seq negative", `{"_hyp_ingest_seq":-1}`, nil, 400, "bad_seq", 1},
+		{"seq above range", string(rows(1, 3)), nil, 400, "bad_seq_range", 2},
 		{"seq repeated", string(rows(1, 1)), nil, 400, "bad_seq", 2},
-		{"seq going back", string(rows(2, 1)), nil, 400, "bad_seq", 2},
-		{"ingested_at not a string", `{"_hyp_ingest_seq":1,"_hyp_ingested_at":5}`, nil, 400, "bad_field", 1},
+		{"seq going back", string(rows(1, 3, 2)), []func(*http.Request){set(headerSeqRange, "1-3")}, 400, "bad_seq", 3},
+		{"first row not the range's first", string(rows(2, 1)), nil, 400, "bad_seq_range", 1},
+		{"range below the first row", "", []func(*http.Request){set(headerSeqRange, "0-2")}, 400, "bad_seq_range", 1},
+		{"range above the last row", "", []func(*http.Request){set(headerSeqRange, "1-3")}, 400, "bad_seq_range", 2},
+		{"absurd range on one row", string(rows(1)), []func(*http.Request){set(headerSeqRange, "0-9223372036854775807")}, 400, "bad_seq_range", 1},
+		{"absurd range after the first row", "", []func(*http.Request){set(headerSeqRange, "1-9223372036854775807")}, 400, "bad_seq_range", 2},
+		{"no rows", "\n\n", nil, 400, "bad_seq_range", 0},
+		{"ingested_at not a string", `{"_hyp_ingest_seq":1,"_hyp_ingested_at":5}`, nil, 400, "bad_ingested_at", 1},
+		{"ingested_at not a time", string(rows(1)) + `{"_hyp_ingest_seq":2,"_hyp_ingested_at":"not-a-time"}`, nil, 400, "bad_ingested_at", 2},
+		{"ingested_at a date only", `{"_hyp_ingest_seq":1,"_hyp_ingested_at":"2026-01-02"}` + "\n" + string(rows(2)), nil, 400, "bad_ingested_at", 1},
+		{"ingested_at without a zone", `{"_hyp_ingest_seq":1,"_hyp_ingested_at":"2026-01-02T03:04:05"}` + "\n" + string(rows(2)), nil, 400, "bad_ingested_at", 1},
 		{"forged origin seq", `{"_hyp_ingest_seq":1,"_hyp_origin_seq":1}`, nil, 400, "reserved_field", 1},
 		{"escaped reserved key", `{"_hyp_ingest_seq":1,"\u005fhyp_x":1}`, nil, 400, "reserved_field", 1},
 		{"empty key", `{"_hyp_ingest_seq":1,"":1}`, nil, 400, "bad_field", 1},
@@ -431,7 +438,7 @@ func TestBodyLimit(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, func(o *Options) { o.MaxBodyBytes = limit })
-			r := request(1, 30, tc.body)
+			r := request(1, 20, tc.body)
 			if tc.gzip {
 				r.Header.Set("Content-Encoding", "gzip")
 			}
@@ -704,6 +711,21 @@ func TestRetryAfterStoreFailureIsNotStoredTwice(t *testing.T) {
 	// behind count as duplicates.
 	e.send(1, 12, seqRange(1, 12), 2, 10)
 	if got := originSeqs(t, e.cache); !slices.Equal(got, seqRange(1, 12)) {
+		t.Fatalf("stored %v", got)
+	}
+}
+
+// TestForgedRangeCannotSilenceAGateway is the attack the range rule closes: one row declaring
+// every seq would have made the ledger hold all of the victim's future rows.
+func TestForgedRangeCannotSilenceAGateway(t *testing.T) {
+	e := newEnv(t, nil)
+	e.send(1, 5, seqRange(1, 5), 5, 0)
+	rp := e.do(request(6, 1<<63-1, rows(6)))
+	if rp.code != http.StatusBadRequest || rp.Error != "bad_seq_range" {
+		t.Fatalf("forged chunk: got %d %q (%s)", rp.code, rp.Error, rp.Message)
+	}
+	e.send(6, 10, seqRange(6, 10), 5, 0)
+	if got := originSeqs(t, e.cache); !slices.Equal(got, seqRange(1, 10)) {
 		t.Fatalf("stored %v", got)
 	}
 }
