@@ -36,7 +36,6 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -68,8 +67,9 @@ type Store interface {
 
 // Options configure NewHandler.
 type Options struct {
-	// Tokens are the accepted bearer tokens; at least one is required.
-	Tokens []string
+	// Tokens are the accepted bearer tokens and the gateways each may send as; at least one
+	// is required.
+	Tokens []Token
 	// MaxBodyBytes bounds a request body, both as sent and after decompression. Must be > 0.
 	MaxBodyBytes int64
 	// RateLimit is the rows per second admitted across all gateways; 0 means no limit.
@@ -87,7 +87,7 @@ type Options struct {
 type handler struct {
 	store   Store
 	led     *ledger.Ledger
-	tokens  [][sha256.Size]byte
+	tokens  []token
 	maxBody int64
 	limit   *bucket // nil when there is no rate limit
 	locks   keyLocks
@@ -155,9 +155,17 @@ func (h *handler) ingest(w http.ResponseWriter, r *http.Request, dataset string)
 	if r.Method != http.MethodPost {
 		return h.reject(w, methodNotAllowed(w, http.MethodPost))
 	}
-	if !h.authorized(r.Header) {
+	tok := h.authorized(r.Header)
+	if tok == nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="hyp"`)
 		return h.reject(w, &httpbody.Error{Status: http.StatusUnauthorized, Kind: "unauthorized", Msg: "missing or unknown bearer token"})
+	}
+	// A missing or repeated gateway header is left to parseForward's 400: no gateway is
+	// named that the token could be refused for.
+	if gw, err := single(r.Header, headerGateway); err == nil && !tok.allows(gw) {
+		h.log.Warn("server: refused a chunk sent as a gateway its token is not bound to", "gateway", fmt.Sprintf("%.128q", gw))
+		return h.reject(w, &httpbody.Error{Status: http.StatusForbidden, Kind: "gateway_not_allowed",
+			Msg: fmt.Sprintf("this token may not send as gateway %.128q (see the gateway globs of its line in the server's token file)", gw)})
 	}
 	buf, rerr := httpbody.Read(r, h.maxBody, tooLarge)
 	if rerr != nil {

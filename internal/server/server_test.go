@@ -64,7 +64,7 @@ func newEnvStore(t *testing.T, tweak func(*Options), wrap func(Store) Store) *en
 	t.Cleanup(func() { _ = led.Close() })
 	reg := prometheus.NewRegistry()
 	o := Options{
-		Tokens:       []string{"other-token", testToken},
+		Tokens:       []Token{{Secret: "other-token"}, {Secret: testToken}},
 		MaxBodyBytes: 1 << 20,
 		Registerer:   reg,
 		Logger:       slog.New(slog.DiscardHandler),
@@ -611,14 +611,15 @@ func TestNewHandlerOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close(context.Background())
-	ok := Options{Tokens: []string{"t"}, MaxBodyBytes: 1}
+	ok := Options{Tokens: []Token{{Secret: "t"}}, MaxBodyBytes: 1}
 	tests := []struct {
 		name  string
 		tweak func(*Options)
 	}{
 		{"no tokens", func(o *Options) { o.Tokens = nil }},
-		{"empty token", func(o *Options) { o.Tokens = []string{"t", ""} }},
-		{"token with a space", func(o *Options) { o.Tokens = []string{"a b"} }},
+		{"empty token", func(o *Options) { o.Tokens = []Token{{Secret: "t"}, {Secret: ""}} }},
+		{"token with a space", func(o *Options) { o.Tokens = []Token{{Secret: "a b"}} }},
+		{"malformed glob", func(o *Options) { o.Tokens = []Token{{Secret: "t", Gateways: []string{"web-["}}} }},
 		{"no body limit", func(o *Options) { o.MaxBodyBytes = 0 }},
 		{"negative rate", func(o *Options) { o.RateLimit = -1 }},
 		{"negative burst", func(o *Options) { o.Burst = -1 }},
@@ -646,14 +647,18 @@ func TestLoadTokens(t *testing.T) {
 	tests := []struct {
 		name    string
 		content string
-		want    []string
+		want    []Token
 		err     string
 	}{
-		{"one", "abc\n", []string{"abc"}, ""},
-		{"comments and blanks", "# gateways\n\n  abc  \r\n#def\nxyz", []string{"abc", "xyz"}, ""},
+		{"one", "abc\n", []Token{{Secret: "abc"}}, ""},
+		{"comments and blanks", "# gateways\n\n  abc  \r\n#def\nxyz", []Token{{Secret: "abc"}, {Secret: "xyz"}}, ""},
+		{"bound", "abc web-*\nxyz\tdb-1,db-2 \n", []Token{{Secret: "abc", Gateways: []string{"web-*"}}, {Secret: "xyz", Gateways: []string{"db-1", "db-2"}}}, ""},
 		{"none", "# only a comment\n\n", nil, "holds no token"},
 		{"empty file", "", nil, "holds no token"},
-		{"inner space", "abc\nsecret value\n", nil, "line 2"},
+		{"three fields", "abc\nsecret web-1 web-2\n", nil, "line 2"},
+		{"malformed glob", "abc\nsecret web-[\n", nil, "line 2: gateway glob \"web-[\""},
+		{"empty glob", "secret web-1,\n", nil, "line 1: empty gateway glob"},
+		{"token twice", "secret\n# x\nsecret web-1\n", nil, "line 3: the token of line 1 again"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -671,13 +676,59 @@ func TestLoadTokens(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || !slices.Equal(got, tc.want) {
+			if err != nil || !slices.EqualFunc(got, tc.want, func(a, b Token) bool {
+				return a.Secret == b.Secret && slices.Equal(a.Gateways, b.Gateways)
+			}) {
 				t.Fatalf("got %q, %v; want %q", got, err, tc.want)
 			}
 		})
 	}
 	if _, err := LoadTokens(filepath.Join(t.TempDir(), "missing")); err == nil {
 		t.Fatal("a missing file loaded")
+	}
+}
+
+func TestTokenBoundToGateways(t *testing.T) {
+	const bound = "bound-token"
+	e := newEnv(t, func(o *Options) {
+		o.Tokens = append(o.Tokens, Token{Secret: bound, Gateways: []string{"web-*", "db-1"}})
+	})
+	as := func(tok, gw string) func(*http.Request) {
+		return func(r *http.Request) {
+			r.Header.Set("Authorization", "Bearer "+tok)
+			r.Header.Set(headerGateway, gw)
+		}
+	}
+	tests := []struct {
+		name, token, gateway string
+		code                 int
+		kind                 string
+	}{
+		{"glob matches", bound, "web-7", 200, ""},
+		{"exact name", bound, "db-1", 200, ""},
+		{"another gateway", bound, "db-2", 403, "gateway_not_allowed"},
+		{"glob is not a prefix", bound, "xweb-7", 403, "gateway_not_allowed"},
+		{"unbound token sends as anyone", testToken, "db-2", 200, ""},
+		{"unknown token still 401", "nope", "web-7", 401, "unauthorized"},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			seq := int64(i + 1)
+			rp := e.do(request(seq, seq, rows(seq), as(tc.token, tc.gateway)))
+			if rp.code != tc.code || rp.Error != tc.kind {
+				t.Fatalf("got %d %q (%s), want %d %q", rp.code, rp.Error, rp.Message, tc.code, tc.kind)
+			}
+			if tc.code == 403 && !strings.Contains(rp.Message, tc.gateway) {
+				t.Fatalf("the refusal does not name the gateway: %s", rp.Message)
+			}
+		})
+	}
+	// Nothing the refused chunks declared reached the victims' ledgers.
+	for gw, seq := range map[string]int64{"db-2": 3, "xweb-7": 4} {
+		held, err := e.led.Held(ledger.Key{Gateway: gw, Dataset: "logs", Partition: "source=" + testSource}, []int64{seq})
+		if err != nil || held[0] {
+			t.Fatalf("%s seq %d: held %v, %v", gw, seq, held, err)
+		}
 	}
 }
 
