@@ -24,9 +24,12 @@ var sinkName = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
 
 // Config is the effective configuration: defaults overlaid with hyp.yaml.
 type Config struct {
-	Ingest Ingest          `yaml:"ingest"`
-	Cache  Cache           `yaml:"cache"`
-	Sinks  map[string]Sink `yaml:"sinks"` // keyed by instance name
+	// GatewayID names this machine to a `hyp server` (SPEC 5); empty means the id generated
+	// once for the home. Changing it needs a restart.
+	GatewayID string          `yaml:"gateway_id"`
+	Ingest    Ingest          `yaml:"ingest"`
+	Cache     Cache           `yaml:"cache"`
+	Sinks     map[string]Sink `yaml:"sinks"` // keyed by instance name
 	// File is the path Load was given ("" for <home>/hyp.yaml or the defaults), so a
 	// reload reads the same place.
 	File string `yaml:"-"`

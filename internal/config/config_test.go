@@ -278,6 +278,32 @@ func TestParse(t *testing.T) {
 			`line 6: sinks.f.withhold_sources[0]: bad source pattern "a["`,
 			`sinks.f.withhold_sources[1]: empty source pattern`,
 		}},
+		{
+			name: "gateway_id",
+			yaml: "gateway_id: web-1.eu.example\n",
+			check: func(t *testing.T, c *Config) {
+				if c.GatewayID != "web-1.eu.example" {
+					t.Errorf("gateway_id %q", c.GatewayID)
+				}
+			},
+		},
+		{
+			name: "gateway_id of 128 bytes",
+			yaml: "gateway_id: a" + strings.Repeat("b", 127) + "\n",
+			check: func(t *testing.T, c *Config) {
+				if len(c.GatewayID) != 128 {
+					t.Errorf("gateway_id of %d bytes", len(c.GatewayID))
+				}
+			},
+		},
+		{name: "gateway_id leading dot", yaml: "gateway_id: .web\n", wantErr: []string{`line 1: gateway_id: gateway id ".web" must start with a letter or digit`}},
+		{name: "gateway_id with a slash", yaml: "gateway_id: web/1\n", wantErr: []string{`gateway_id: gateway id "web/1"`, GatewayIDSyntax}},
+		{name: "gateway_id too long", yaml: "gateway_id: a" + strings.Repeat("b", 128) + "\n", wantErr: []string{"gateway_id: gateway id must be 1 to 128 bytes"}},
+		{name: "gateway_id empty string", yaml: "gateway_id: \"\"\n", check: func(t *testing.T, c *Config) {
+			if c.GatewayID != "" {
+				t.Errorf("gateway_id %q", c.GatewayID)
+			}
+		}},
 		{name: "errors from several keys are joined", yaml: "ingest:\n  max_body_bytes: -1\ncache:\n  flush_interval: 0s\n", wantErr: []string{
 			"line 2: ingest.max_body_bytes",
 			"line 4: cache.flush_interval",

@@ -13,7 +13,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hyp-project/hyp/internal/partition"
 )
+
+// GatewayIDSyntax is SPEC 5's rule for gateway_id, which partition.ValidateGateway checks.
+const GatewayIDSyntax = `^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`
 
 // problem is one validation failure, tied to the key path it concerns so
 // the message can point at the line in the file.
@@ -84,6 +89,11 @@ func validate(c *Config) []problem {
 	var probs []problem
 	add := func(p problem) { probs = append(probs, p) }
 
+	if c.GatewayID != "" {
+		if err := partition.ValidateGateway(c.GatewayID); err != nil {
+			add(problemf("gateway_id", "%v (want %s)", err, GatewayIDSyntax))
+		}
+	}
 	if err := checkListen(c.Ingest.Listen); err != nil {
 		add(problemf("ingest.listen", "%q is not host:port: %v", c.Ingest.Listen, err))
 	}

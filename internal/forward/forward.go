@@ -37,8 +37,11 @@ var (
 	ErrTooLarge = errors.New("chunk too large")
 )
 
-// Chunk is one unit to forward: rows of one partition, already encoded as NDJSON, each
-// carrying `_hyp_ingest_seq` and `_hyp_ingested_at`.
+// Chunk is one unit to forward: rows of one partition, already encoded as NDJSON in seq
+// order, each carrying `_hyp_ingest_seq` and `_hyp_ingested_at`. FirstSeq and LastSeq must
+// be the seqs of Body's first and last rows: they become X-Hyp-Seq-Range, which a server
+// refuses (400, so the caller quarantines) when the rows do not run exactly from one to the
+// other, and it records that span as delivered.
 type Chunk struct {
 	Dataset   string
 	Partition string // `source=<value>`
@@ -244,8 +247,8 @@ func (ch Chunk) validate() error {
 	switch {
 	case ch.Dataset == "":
 		return errors.New("chunk has no dataset")
-	case ch.FirstSeq < 0 || ch.FirstSeq > ch.LastSeq:
-		return fmt.Errorf("chunk seq range %d-%d is not a non-negative ascending range", ch.FirstSeq, ch.LastSeq)
+	case ch.FirstSeq < 1 || ch.FirstSeq > ch.LastSeq:
+		return fmt.Errorf("chunk seq range %d-%d is not a positive ascending range", ch.FirstSeq, ch.LastSeq)
 	case ch.Rows < 1 || int64(ch.Rows-1) > ch.LastSeq-ch.FirstSeq:
 		return fmt.Errorf("chunk of %d rows cannot fit seq range %d-%d", ch.Rows, ch.FirstSeq, ch.LastSeq)
 	case len(ch.Body) == 0:

@@ -1,5 +1,7 @@
 // Package home owns where a hyp installation lives: the HYP_HOME directory and the fixed
-// names inside it (SPEC 2). It never creates or reads those files.
+// names inside it (SPEC 2), and which gateway it is: the gateway id generated once for the
+// home and its binding to the path and machine it was generated for (gateway.go). Those two
+// files are the only ones it creates or reads.
 package home
 
 import (

@@ -50,18 +50,21 @@ func SourceFromName(name string) (string, bool) {
 }
 
 // MaxGatewayBytes bounds a gateway id.
-const MaxGatewayBytes = 64
+const MaxGatewayBytes = 128
 
-// ValidateGateway reports why id cannot be a gateway id, or nil. Ids are plain tokens so
-// that a gateway partition name needs no escaping of its own.
+// ValidateGateway reports why id cannot be a gateway id, or nil: SPEC 5's
+// `^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`, the same rule for a configured `gateway_id` and a
+// generated one. Ids are plain tokens so that a gateway partition name needs no escaping of
+// its own; the leading letter or digit keeps `.` and `..` out of paths.
 func ValidateGateway(id string) error {
 	if id == "" || len(id) > MaxGatewayBytes {
 		return fmt.Errorf("gateway id must be 1 to %d bytes", MaxGatewayBytes)
 	}
 	for i := 0; i < len(id); i++ {
 		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return fmt.Errorf("gateway id %q may only hold letters, digits, '_' and '-'", id)
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || c != '.' && c != '_' && c != '-') {
+			return fmt.Errorf("gateway id %q must start with a letter or digit and hold only letters, digits, '.', '_' and '-'", id)
 		}
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/hyp-project/hyp/internal/cache"
 	"github.com/hyp-project/hyp/internal/jsonrow"
@@ -75,7 +76,8 @@ func fields(t *testing.T, line []byte) []field {
 
 // FuzzParseRows feeds arbitrary bodies and ranges to the body parser. An accepted body must
 // come out as valid JSON objects that hold exactly the sender's fields, minus the two it
-// stamps, plus the origin seq, with seqs inside the range and increasing.
+// stamps, plus the origin seq, with positive increasing seqs that run exactly from first to
+// last (the span the ledger records) and an RFC 3339 ingest time wherever one was sent.
 func FuzzParseRows(f *testing.F) {
 	f.Add(rows(1, 2, 3), int64(1), int64(3))
 	f.Add([]byte(`{ "a" : "x,y" , "_hyp_ingest_seq" : 7 , "b":{"c":[1,{"d":2}]}}`+"\r\n\n"), int64(0), int64(9))
@@ -85,16 +87,24 @@ func FuzzParseRows(f *testing.F) {
 	f.Add([]byte(`{"_hyp_ingest_seq":1e0}`), int64(1), int64(1))
 	f.Add([]byte("{\"_hyp_ingest_seq\":1,\"s\":\"\xff\"}"), int64(1), int64(1))
 	f.Add([]byte(`[{"_hyp_ingest_seq":1}]`), int64(1), int64(1))
+	f.Add(rows(5), int64(0), int64(1<<63-1))
+	f.Add([]byte(`{"_hyp_ingest_seq":1,"_hyp_ingested_at":"not-a-time"}`), int64(1), int64(1))
+	f.Add([]byte(`{"_hyp_ingest_seq":1,"_hyp_ingested_at":"2026-01-02T03:04:05\u005a"}`), int64(1), int64(1))
+	f.Add([]byte("\n\n"), int64(1), int64(1))
 	f.Fuzz(func(t *testing.T, body []byte, first, last int64) {
 		if first < 0 || last < first {
 			return // parseForward never lets such a range through
 		}
 		c, rerr := parseRows(body, first, last)
 		if rerr != nil {
-			if rerr.Status != http.StatusBadRequest || rerr.Kind == "" || rerr.Line < 1 {
+			// Only a chunk with no row at all has no line to name.
+			if rerr.Status != http.StatusBadRequest || rerr.Kind == "" || (rerr.Line < 1 && rerr.Kind != "bad_seq_range") {
 				t.Fatalf("error %d %q line %d", rerr.Status, rerr.Kind, rerr.Line)
 			}
 			return
+		}
+		if n := len(c.seqs); n == 0 || c.seqs[0] != first || c.seqs[n-1] != last {
+			t.Fatalf("range %d-%d accepted for seqs %v", first, last, c.seqs)
 		}
 		var in [][]byte
 		_ = jsonrow.Lines(body, func(_ int, line []byte) error { in = append(in, line); return nil })
@@ -113,12 +123,22 @@ func FuzzParseRows(f *testing.F) {
 				t.Fatalf("row %d is not valid JSON: %s", i, out)
 			}
 			s := c.seqs[i]
-			if s < first || s > last || (i > 0 && s <= c.seqs[i-1]) {
+			if s < 1 || (i > 0 && s <= c.seqs[i-1]) {
 				t.Fatalf("row %d has seq %d (range %d-%d, previous %v)", i, s, first, last, c.seqs[:i])
 			}
 			var want []field
 			for _, f := range fields(t, in[i]) {
-				if f.key != cache.SeqColumn && f.key != cache.IngestedAtColumn {
+				switch f.key {
+				case cache.IngestedAtColumn:
+					var at string
+					if err := json.Unmarshal([]byte(f.raw), &at); err != nil {
+						t.Fatalf("row %d: ingest time %s is not a string: %v", i, f.raw, err)
+					}
+					if _, err := time.Parse(time.RFC3339Nano, at); err != nil {
+						t.Fatalf("row %d: accepted ingest time %s: %v", i, f.raw, err)
+					}
+				case cache.SeqColumn:
+				default:
 					want = append(want, f)
 				}
 			}

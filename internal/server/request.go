@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hyp-project/hyp/internal/cache"
 	"github.com/hyp-project/hyp/internal/httpbody"
@@ -151,13 +152,21 @@ func (c *chunk) without(held []bool) ([]byte, int) {
 // parseRows validates a chunk's NDJSON body against its declared range and rewrites each row
 // for the server's cache: the sender's `_hyp_ingest_seq` and `_hyp_ingested_at` go (the
 // server's cache stamps its own), every other field is kept byte for byte, and
-// `"_hyp_origin_seq":<seq>` is appended. Each line must be a JSON object with an integer
-// `_hyp_ingest_seq` in [first, last], strictly increasing from line to line; any other
-// `_hyp_` field is refused, so a row can never forge the origin seq the ledger trusts.
+// `"_hyp_origin_seq":<seq>` is appended. Each line must be a JSON object with a positive
+// integer `_hyp_ingest_seq`, strictly increasing from line to line, and an RFC 3339
+// `_hyp_ingested_at` when it has one; any other `_hyp_` field is refused, so a row can never
+// forge the origin seq the ledger trusts.
+//
+// The declared range must be exactly [first row's seq, last row's seq] (`bad_seq_range`
+// otherwise): the ledger records the range, so a range wider than the rows that prove it
+// would let one chunk claim seqs it never carried and turn a gateway's later rows into
+// "duplicates".
 func parseRows(body []byte, first, last int64) (*chunk, *httpbody.Error) {
 	c := &chunk{out: make([]byte, 0, len(body)+len(body)/4)}
 	var sc jsonrow.Scanner
-	prev := int64(-1)
+	var scratch []byte // a decoded `_hyp_ingested_at`
+	prev := int64(0)
+	lastLine := 0
 	err := jsonrow.Lines(body, func(lineNo int, line []byte) error {
 		var (
 			seq    int64
@@ -185,7 +194,14 @@ func parseRows(body []byte, first, last int64) (*chunk, *httpbody.Error) {
 				seq, hasSeq = v, true
 			case string(f.Key) == cache.IngestedAtColumn:
 				if f.Kind != jsonrow.String {
-					return rowError("bad_field", "%s must be a string, got a %s", cache.IngestedAtColumn, f.Kind)
+					return rowError("bad_ingested_at", "%s must be an RFC 3339 time string, got a %s", cache.IngestedAtColumn, f.Kind)
+				}
+				var err error
+				if scratch, err = jsonrow.AppendString(scratch[:0], f.Raw); err == nil {
+					_, err = time.Parse(time.RFC3339Nano, string(scratch))
+				}
+				if err != nil {
+					return rowError("bad_ingested_at", "%s %.60s is not an RFC 3339 time", cache.IngestedAtColumn, f.Raw)
 				}
 			case len(f.Key) == 0:
 				return rowError("bad_field", "empty field name")
@@ -205,12 +221,16 @@ func parseRows(body []byte, first, last int64) (*chunk, *httpbody.Error) {
 			return atLine(lineNo, err)
 		case !hasSeq:
 			return atLine(lineNo, rowError("bad_seq", "row has no %s", cache.SeqColumn))
-		case seq < first || seq > last:
-			return atLine(lineNo, rowError("bad_seq", "%s %d is outside the declared range %d-%d", cache.SeqColumn, seq, first, last))
-		case seq <= prev:
+		case seq < 1:
+			return atLine(lineNo, rowError("bad_seq", "%s %d is not a positive integer", cache.SeqColumn, seq))
+		case len(c.seqs) > 0 && seq <= prev:
 			return atLine(lineNo, rowError("bad_seq", "%s %d does not follow %d: seqs must increase line to line", cache.SeqColumn, seq, prev))
+		case len(c.seqs) == 0 && seq != first:
+			return atLine(lineNo, rowError("bad_seq_range", "%s declares %d-%d, but the first row's %s is %d", headerSeqRange, first, last, cache.SeqColumn, seq))
+		case seq > last:
+			return atLine(lineNo, rowError("bad_seq_range", "%s %d is above the declared range %d-%d", cache.SeqColumn, seq, first, last))
 		}
-		prev = seq
+		prev, lastLine = seq, lineNo
 		if kept > 0 {
 			c.out = append(c.out, ',')
 		}
@@ -225,6 +245,14 @@ func parseRows(body []byte, first, last int64) (*chunk, *httpbody.Error) {
 		// Lines returns only the callback's errors, and those are all numbered rowErrs.
 		re := atLine(0, err)
 		return nil, &httpbody.Error{Status: http.StatusBadRequest, Kind: re.kind, Line: re.line, Msg: re.msg}
+	}
+	switch {
+	case len(c.seqs) == 0:
+		return nil, &httpbody.Error{Status: http.StatusBadRequest, Kind: "bad_seq_range",
+			Msg: fmt.Sprintf("%s %d-%d, but the chunk has no rows", headerSeqRange, first, last)}
+	case prev != last:
+		return nil, &httpbody.Error{Status: http.StatusBadRequest, Kind: "bad_seq_range", Line: lastLine,
+			Msg: fmt.Sprintf("%s declares %d-%d, but the last row's %s is %d", headerSeqRange, first, last, cache.SeqColumn, prev)}
 	}
 	return c, nil
 }

@@ -13,11 +13,12 @@ func TestParseRowsRewrites(t *testing.T) {
 		{"seq last", `{"a":1,"_hyp_ingest_seq":5}`, `{"a":1,"_hyp_origin_seq":5}`},
 		{"seq first", `{"_hyp_ingest_seq":5,"a":1}`, `{"a":1,"_hyp_origin_seq":5}`},
 		{"only the seq", `{"_hyp_ingest_seq":5}`, `{"_hyp_origin_seq":5}`},
-		{"both internal fields go", `{"_hyp_ingested_at":"t","b":null,"_hyp_ingest_seq":5}`, `{"b":null,"_hyp_origin_seq":5}`},
+		{"both internal fields go", `{"_hyp_ingested_at":"2026-01-02T03:04:05+01:00","b":null,"_hyp_ingest_seq":5}`, `{"b":null,"_hyp_origin_seq":5}`},
 		{"whitespace inside fields kept", `{ "a" : 1 , "_hyp_ingest_seq" : 5 , "b":[1, 2] }`, `{ "a" : 1, "b":[1, 2],"_hyp_origin_seq":5}`},
 		{"whitespace around the object dropped", "  \t{\"_hyp_ingest_seq\":5}  ", `{"_hyp_origin_seq":5}`},
 		{"escapes kept raw", `{"\u0061":"x\ny\u00e9","_hyp_ingest_seq":5}`, `{"\u0061":"x\ny\u00e9","_hyp_origin_seq":5}`},
 		{"escaped seq key recognised", `{"\u005fhyp_ingest_seq":5,"a":{"_hyp_ingest_seq":1}}`, `{"a":{"_hyp_ingest_seq":1},"_hyp_origin_seq":5}`},
+		{"escaped ingest time accepted", `{"_hyp_ingested_at":"2026-01-02T03:04:05.5\u005a","_hyp_ingest_seq":5}`, `{"_hyp_origin_seq":5}`},
 		{"commas inside values", `{"a":"x,y","_hyp_ingest_seq":5,"b":{"c":1,"d":[1,2]}}`, `{"a":"x,y","b":{"c":1,"d":[1,2]},"_hyp_origin_seq":5}`},
 	}
 	for _, tc := range tests {

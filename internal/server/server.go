@@ -11,13 +11,17 @@
 // # The chunk contract
 //
 // A sender declares with X-Hyp-Seq-Range: A-B that its chunk carries every row of its
-// partition whose seq lies in [A, B]. The server relies on that: once a chunk is stored it
-// records the whole declared range [A, B] in the ledger, not only the seqs it saw. Sender
-// seqs are cache-global, so one partition's seqs are sparse, and recording the range keeps
-// the ledger at one interval per contiguous stream of chunks; it also lets a later re-send
-// that is chunked differently, say [50, 150] after [1, 100], be recognised row by row. A
-// sender that declared a range and later sent a row inside it that the chunk lacked would
-// see that row counted as a duplicate and dropped.
+// partition whose seq lies in [A, B], and A and B must be the seqs of the chunk's first and
+// last rows (400 bad_seq_range otherwise). Once a chunk is stored the server records [A, B]
+// in the ledger, not only the seqs it saw: sender seqs are cache-global, so one partition's
+// seqs are sparse, and recording the range keeps the ledger at one interval per contiguous
+// stream of chunks; it also lets a later re-send that is chunked differently, say [50, 150]
+// after [1, 100], be recognised row by row. The ledger therefore never holds a seq outside
+// the span of rows a chunk actually carried: a declared range no row bounds, such as
+// 0-9223372036854775807 on a one-row chunk, is refused instead of silencing the gateway.
+//
+// Only a token allowed to send as a gateway can touch that gateway's ledger: a token bound
+// to gateway globs in the token file gets 403 gateway_not_allowed for any other gateway.
 //
 // # Crash safety
 //
@@ -32,7 +36,6 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -64,8 +67,9 @@ type Store interface {
 
 // Options configure NewHandler.
 type Options struct {
-	// Tokens are the accepted bearer tokens; at least one is required.
-	Tokens []string
+	// Tokens are the accepted bearer tokens and the gateways each may send as; at least one
+	// is required.
+	Tokens []Token
 	// MaxBodyBytes bounds a request body, both as sent and after decompression. Must be > 0.
 	MaxBodyBytes int64
 	// RateLimit is the rows per second admitted across all gateways; 0 means no limit.
@@ -83,7 +87,7 @@ type Options struct {
 type handler struct {
 	store   Store
 	led     *ledger.Ledger
-	tokens  [][sha256.Size]byte
+	tokens  []token
 	maxBody int64
 	limit   *bucket // nil when there is no rate limit
 	locks   keyLocks
@@ -151,9 +155,17 @@ func (h *handler) ingest(w http.ResponseWriter, r *http.Request, dataset string)
 	if r.Method != http.MethodPost {
 		return h.reject(w, methodNotAllowed(w, http.MethodPost))
 	}
-	if !h.authorized(r.Header) {
+	tok := h.authorized(r.Header)
+	if tok == nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="hyp"`)
 		return h.reject(w, &httpbody.Error{Status: http.StatusUnauthorized, Kind: "unauthorized", Msg: "missing or unknown bearer token"})
+	}
+	// A missing or repeated gateway header is left to parseForward's 400: no gateway is
+	// named that the token could be refused for.
+	if gw, err := single(r.Header, headerGateway); err == nil && !tok.allows(gw) {
+		h.log.Warn("server: refused a chunk sent as a gateway its token is not bound to", "gateway", fmt.Sprintf("%.128q", gw))
+		return h.reject(w, &httpbody.Error{Status: http.StatusForbidden, Kind: "gateway_not_allowed",
+			Msg: fmt.Sprintf("this token may not send as gateway %.128q (see the gateway globs of its line in the server's token file)", gw)})
 	}
 	buf, rerr := httpbody.Read(r, h.maxBody, tooLarge)
 	if rerr != nil {
@@ -216,7 +228,9 @@ func (h *handler) commit(ctx context.Context, w http.ResponseWriter, dataset str
 		}
 		checkpoint = res.LastSeq
 	}
-	if err := h.led.Record(key, []ledger.Interval{{Start: fw.first, End: fw.last}}, checkpoint); err != nil {
+	// parseRows made the declared range exactly the span of the rows.
+	span := ledger.Interval{Start: ch.seqs[0], End: ch.seqs[len(ch.seqs)-1]}
+	if err := h.led.Record(key, []ledger.Interval{span}, checkpoint); err != nil {
 		lk.dirty = accepted > 0
 		return h.unavailable(w, fw, err)
 	}

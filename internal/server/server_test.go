@@ -64,7 +64,7 @@ func newEnvStore(t *testing.T, tweak func(*Options), wrap func(Store) Store) *en
 	t.Cleanup(func() { _ = led.Close() })
 	reg := prometheus.NewRegistry()
 	o := Options{
-		Tokens:       []string{"other-token", testToken},
+		Tokens:       []Token{{Secret: "other-token"}, {Secret: testToken}},
 		MaxBodyBytes: 1 << 20,
 		Registerer:   reg,
 		Logger:       slog.New(slog.DiscardHandler),
@@ -239,10 +239,12 @@ func TestForwardDedupes(t *testing.T) {
 			stored: seqRange(1, 12),
 		},
 		{
-			name: "sparse seqs: the declared range counts, not only the rows seen",
+			name: "sparse seqs: the span of the rows counts, not only the rows seen",
 			steps: []step{
-				{10, 20, []int64{11, 15, 19}, 3, 0},
-				{1, 30, []int64{3, 11, 15, 19, 25}, 2, 3},
+				{11, 19, []int64{11, 15, 19}, 3, 0},
+				{3, 25, []int64{3, 11, 15, 19, 25}, 2, 3},
+				// Inside a stored span: the sender promised the span had no other rows.
+				{12, 14, []int64{12, 14}, 0, 2},
 			},
 			stored: []int64{11, 15, 19, 3, 25},
 		},
@@ -250,11 +252,6 @@ func TestForwardDedupes(t *testing.T) {
 			name:   "later chunk first",
 			steps:  []step{{11, 20, seqRange(11, 20), 10, 0}, {1, 10, seqRange(1, 10), 10, 0}, {1, 20, seqRange(1, 20), 0, 20}},
 			stored: append(seqRange(11, 20), seqRange(1, 10)...),
-		},
-		{
-			name:   "empty chunk",
-			steps:  []step{{1, 1, nil, 0, 0}},
-			stored: nil,
 		},
 	}
 	for _, tc := range tests {
@@ -344,11 +341,21 @@ func TestRejectsAndStoresNothing(t *testing.T) {
 		{"string seq", `{"_hyp_ingest_seq":"1"}`, nil, 400, "bad_seq", 1},
 		{"float seq", `{"_hyp_ingest_seq":1.0}`, nil, 400, "bad_seq", 1},
 		{"seq twice", `{"_hyp_ingest_seq":1,"_hyp_ingest_seq":2}`, nil, 400, "bad_seq", 1},
-		{"seq below range", string(rows(0)), nil, 400, "bad_seq", 1},
-		{"seq above range", string(rows(1, 3)), nil, 400, "bad_seq", 2},
+		{"seq zero", string(rows(0)), []func(*http.Request){set(headerSeqRange, "0-0")}, 400, "bad_seq", 1},
+		{"seq negative", `{"_hyp_ingest_seq":-1}`, nil, 400, "bad_seq", 1},
+		{"seq above range", string(rows(1, 3)), nil, 400, "bad_seq_range", 2},
 		{"seq repeated", string(rows(1, 1)), nil, 400, "bad_seq", 2},
-		{"seq going back", string(rows(2, 1)), nil, 400, "bad_seq", 2},
-		{"ingested_at not a string", `{"_hyp_ingest_seq":1,"_hyp_ingested_at":5}`, nil, 400, "bad_field", 1},
+		{"seq going back", string(rows(1, 3, 2)), []func(*http.Request){set(headerSeqRange, "1-3")}, 400, "bad_seq", 3},
+		{"first row not the range's first", string(rows(2, 1)), nil, 400, "bad_seq_range", 1},
+		{"range below the first row", "", []func(*http.Request){set(headerSeqRange, "0-2")}, 400, "bad_seq_range", 1},
+		{"range above the last row", "", []func(*http.Request){set(headerSeqRange, "1-3")}, 400, "bad_seq_range", 2},
+		{"absurd range on one row", string(rows(1)), []func(*http.Request){set(headerSeqRange, "0-9223372036854775807")}, 400, "bad_seq_range", 1},
+		{"absurd range after the first row", "", []func(*http.Request){set(headerSeqRange, "1-9223372036854775807")}, 400, "bad_seq_range", 2},
+		{"no rows", "\n\n", nil, 400, "bad_seq_range", 0},
+		{"ingested_at not a string", `{"_hyp_ingest_seq":1,"_hyp_ingested_at":5}`, nil, 400, "bad_ingested_at", 1},
+		{"ingested_at not a time", string(rows(1)) + `{"_hyp_ingest_seq":2,"_hyp_ingested_at":"not-a-time"}`, nil, 400, "bad_ingested_at", 2},
+		{"ingested_at a date only", `{"_hyp_ingest_seq":1,"_hyp_ingested_at":"2026-01-02"}` + "\n" + string(rows(2)), nil, 400, "bad_ingested_at", 1},
+		{"ingested_at without a zone", `{"_hyp_ingest_seq":1,"_hyp_ingested_at":"2026-01-02T03:04:05"}` + "\n" + string(rows(2)), nil, 400, "bad_ingested_at", 1},
 		{"forged origin seq", `{"_hyp_ingest_seq":1,"_hyp_origin_seq":1}`, nil, 400, "reserved_field", 1},
 		{"escaped reserved key", `{"_hyp_ingest_seq":1,"\u005fhyp_x":1}`, nil, 400, "reserved_field", 1},
 		{"empty key", `{"_hyp_ingest_seq":1,"":1}`, nil, 400, "bad_field", 1},
@@ -431,7 +438,7 @@ func TestBodyLimit(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, func(o *Options) { o.MaxBodyBytes = limit })
-			r := request(1, 30, tc.body)
+			r := request(1, 20, tc.body)
 			if tc.gzip {
 				r.Header.Set("Content-Encoding", "gzip")
 			}
@@ -604,14 +611,15 @@ func TestNewHandlerOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close(context.Background())
-	ok := Options{Tokens: []string{"t"}, MaxBodyBytes: 1}
+	ok := Options{Tokens: []Token{{Secret: "t"}}, MaxBodyBytes: 1}
 	tests := []struct {
 		name  string
 		tweak func(*Options)
 	}{
 		{"no tokens", func(o *Options) { o.Tokens = nil }},
-		{"empty token", func(o *Options) { o.Tokens = []string{"t", ""} }},
-		{"token with a space", func(o *Options) { o.Tokens = []string{"a b"} }},
+		{"empty token", func(o *Options) { o.Tokens = []Token{{Secret: "t"}, {Secret: ""}} }},
+		{"token with a space", func(o *Options) { o.Tokens = []Token{{Secret: "a b"}} }},
+		{"malformed glob", func(o *Options) { o.Tokens = []Token{{Secret: "t", Gateways: []string{"web-["}}} }},
 		{"no body limit", func(o *Options) { o.MaxBodyBytes = 0 }},
 		{"negative rate", func(o *Options) { o.RateLimit = -1 }},
 		{"negative burst", func(o *Options) { o.Burst = -1 }},
@@ -639,14 +647,18 @@ func TestLoadTokens(t *testing.T) {
 	tests := []struct {
 		name    string
 		content string
-		want    []string
+		want    []Token
 		err     string
 	}{
-		{"one", "abc\n", []string{"abc"}, ""},
-		{"comments and blanks", "# gateways\n\n  abc  \r\n#def\nxyz", []string{"abc", "xyz"}, ""},
+		{"one", "abc\n", []Token{{Secret: "abc"}}, ""},
+		{"comments and blanks", "# gateways\n\n  abc  \r\n#def\nxyz", []Token{{Secret: "abc"}, {Secret: "xyz"}}, ""},
+		{"bound", "abc web-*\nxyz\tdb-1,db-2 \n", []Token{{Secret: "abc", Gateways: []string{"web-*"}}, {Secret: "xyz", Gateways: []string{"db-1", "db-2"}}}, ""},
 		{"none", "# only a comment\n\n", nil, "holds no token"},
 		{"empty file", "", nil, "holds no token"},
-		{"inner space", "abc\nsecret value\n", nil, "line 2"},
+		{"three fields", "abc\nsecret web-1 web-2\n", nil, "line 2"},
+		{"malformed glob", "abc\nsecret web-[\n", nil, "line 2: gateway glob \"web-[\""},
+		{"empty glob", "secret web-1,\n", nil, "line 1: empty gateway glob"},
+		{"token twice", "secret\n# x\nsecret web-1\n", nil, "line 3: the token of line 1 again"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -664,13 +676,59 @@ func TestLoadTokens(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || !slices.Equal(got, tc.want) {
+			if err != nil || !slices.EqualFunc(got, tc.want, func(a, b Token) bool {
+				return a.Secret == b.Secret && slices.Equal(a.Gateways, b.Gateways)
+			}) {
 				t.Fatalf("got %q, %v; want %q", got, err, tc.want)
 			}
 		})
 	}
 	if _, err := LoadTokens(filepath.Join(t.TempDir(), "missing")); err == nil {
 		t.Fatal("a missing file loaded")
+	}
+}
+
+func TestTokenBoundToGateways(t *testing.T) {
+	const bound = "bound-token"
+	e := newEnv(t, func(o *Options) {
+		o.Tokens = append(o.Tokens, Token{Secret: bound, Gateways: []string{"web-*", "db-1"}})
+	})
+	as := func(tok, gw string) func(*http.Request) {
+		return func(r *http.Request) {
+			r.Header.Set("Authorization", "Bearer "+tok)
+			r.Header.Set(headerGateway, gw)
+		}
+	}
+	tests := []struct {
+		name, token, gateway string
+		code                 int
+		kind                 string
+	}{
+		{"glob matches", bound, "web-7", 200, ""},
+		{"exact name", bound, "db-1", 200, ""},
+		{"another gateway", bound, "db-2", 403, "gateway_not_allowed"},
+		{"glob is not a prefix", bound, "xweb-7", 403, "gateway_not_allowed"},
+		{"unbound token sends as anyone", testToken, "db-2", 200, ""},
+		{"unknown token still 401", "nope", "web-7", 401, "unauthorized"},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			seq := int64(i + 1)
+			rp := e.do(request(seq, seq, rows(seq), as(tc.token, tc.gateway)))
+			if rp.code != tc.code || rp.Error != tc.kind {
+				t.Fatalf("got %d %q (%s), want %d %q", rp.code, rp.Error, rp.Message, tc.code, tc.kind)
+			}
+			if tc.code == 403 && !strings.Contains(rp.Message, tc.gateway) {
+				t.Fatalf("the refusal does not name the gateway: %s", rp.Message)
+			}
+		})
+	}
+	// Nothing the refused chunks declared reached the victims' ledgers.
+	for gw, seq := range map[string]int64{"db-2": 3, "xweb-7": 4} {
+		held, err := e.led.Held(ledger.Key{Gateway: gw, Dataset: "logs", Partition: "source=" + testSource}, []int64{seq})
+		if err != nil || held[0] {
+			t.Fatalf("%s seq %d: held %v, %v", gw, seq, held, err)
+		}
 	}
 }
 
@@ -704,6 +762,21 @@ func TestRetryAfterStoreFailureIsNotStoredTwice(t *testing.T) {
 	// behind count as duplicates.
 	e.send(1, 12, seqRange(1, 12), 2, 10)
 	if got := originSeqs(t, e.cache); !slices.Equal(got, seqRange(1, 12)) {
+		t.Fatalf("stored %v", got)
+	}
+}
+
+// TestForgedRangeCannotSilenceAGateway is the attack the range rule closes: one row declaring
+// every seq would have made the ledger hold all of the victim's future rows.
+func TestForgedRangeCannotSilenceAGateway(t *testing.T) {
+	e := newEnv(t, nil)
+	e.send(1, 5, seqRange(1, 5), 5, 0)
+	rp := e.do(request(6, 1<<63-1, rows(6)))
+	if rp.code != http.StatusBadRequest || rp.Error != "bad_seq_range" {
+		t.Fatalf("forged chunk: got %d %q (%s)", rp.code, rp.Error, rp.Message)
+	}
+	e.send(6, 10, seqRange(6, 10), 5, 0)
+	if got := originSeqs(t, e.cache); !slices.Equal(got, seqRange(1, 10)) {
 		t.Fatalf("stored %v", got)
 	}
 }

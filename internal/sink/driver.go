@@ -12,15 +12,11 @@ package sink
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -28,7 +24,7 @@ import (
 
 	"github.com/hyp-project/hyp/internal/cache"
 	"github.com/hyp-project/hyp/internal/config"
-	"github.com/hyp-project/hyp/internal/fsutil"
+	"github.com/hyp-project/hyp/internal/home"
 	"github.com/hyp-project/hyp/internal/partition"
 	"github.com/hyp-project/hyp/internal/watermark"
 )
@@ -38,7 +34,9 @@ var ErrUnknownSink = errors.New("no such sink")
 
 // Options configure a Driver.
 type Options struct {
-	Home       string
+	Home string
+	// GatewayID is the config's gateway_id; empty means the id generated for Home.
+	GatewayID  string
 	Sinks      map[string]config.Sink
 	Cache      Cache
 	Registerer prometheus.Registerer
@@ -111,12 +109,13 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 	}
 	slices.Sort(names)
 	var gateway string
+	var conflict error // a gateway identity conflict: forward sinks refuse to send
 	var failpointHits atomic.Int64
 	for _, name := range names {
 		cfg := o.Sinks[name]
 		if gateway == "" {
 			var err error
-			if gateway, err = GatewayID(o.Home); err != nil {
+			if gateway, conflict, err = gatewayID(o.Home, o.GatewayID, log); err != nil {
 				return nil, err
 			}
 		}
@@ -132,6 +131,8 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		x.live.Store(&liveSettings{sched: sched, schedule: cfg.Schedule, datasets: cfg.Datasets, withhold: cfg.WithholdSources})
 		if x.ship, x.lim, err = newShipper(ctx, x, o.UnitRows); err != nil {
 			x.broken = fmt.Errorf("sink %s: %w", name, err)
+		} else if conflict != nil && cfg.Type == "forward" {
+			x.broken = fmt.Errorf("sink %s: %w", name, conflict)
 		}
 		m.failures.WithLabelValues(name) // a healthy sink shows 0, not nothing
 		d.insts = append(d.insts, x)
@@ -139,11 +140,16 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 	return d, nil
 }
 
-// Err reports the sinks that could not be built, or nil.
+// Err reports the sinks that could not be built, or nil. A forward sink held back by a
+// gateway identity conflict is not among them: the daemon must still start and capture rows
+// (a cloned machine's telemetry would otherwise be lost), while that sink fails every run,
+// naming the conflict, until the operator resolves it.
 func (d *Driver) Err() error {
 	var errs []error
 	for _, x := range d.insts {
-		errs = append(errs, x.broken)
+		if !errors.Is(x.broken, home.ErrGatewayConflict) {
+			errs = append(errs, x.broken)
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -319,30 +325,26 @@ func (d *Driver) Consumers(dataset, part string) []cache.Consumer {
 	return out
 }
 
-// GatewayID is the stable id of this home as a forward sender, created once.
-func GatewayID(home string) (string, error) {
-	path := filepath.Join(home, "gateway_id")
-	b, err := os.ReadFile(path)
-	if err == nil {
-		id := strings.TrimSpace(string(b))
-		if err := partition.ValidateGateway(id); err != nil {
-			return "", fmt.Errorf("%s: %w", path, err)
-		}
-		return id, nil
+// gatewayID resolves what this home sends as (home.Gateway) and says so loudly when the home
+// turned out to be a copy. A conflict is returned apart from other errors: it keeps only the
+// forward sinks from sending.
+func gatewayID(dir, configured string, log *slog.Logger) (id string, conflict, err error) {
+	here, err := home.CurrentPlace(dir)
+	if err != nil {
+		return "", nil, fmt.Errorf("gateway id: %w", err)
 	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return "", err
+	ident, err := home.Gateway(dir, configured, here)
+	if errors.Is(err, home.ErrGatewayConflict) {
+		log.Error("forward sinks will not send until the gateway identity conflict is resolved", "err", err)
+		return ident.ID, err, nil
 	}
-	var raw [16]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return "", err
+	if err != nil {
+		return "", nil, err
 	}
-	id := hex.EncodeToString(raw[:])
-	if err := fsutil.MkdirAllSync(home); err != nil {
-		return "", err
+	if r := ident.Replaced; r != nil {
+		log.Warn("this home was copied from another path or machine; it now sends as a new gateway id so that it never shares the original's ledger on the server",
+			"old_gateway_id", r.OldID, "old_home", r.OldPlace.Home, "old_machine", r.OldPlace.Machine, "old_host", r.OldPlace.Host,
+			"new_gateway_id", ident.ID, "home", here.Home, "machine", here.Machine, "host", here.Host)
 	}
-	if err := fsutil.WriteFileAtomic(path, []byte(id+"\n"), 0o644); err != nil {
-		return "", fmt.Errorf("create gateway id: %w", err)
-	}
-	return id, nil
+	return ident.ID, nil, nil
 }

@@ -93,7 +93,12 @@ func (f *forwardShipper) ship(ctx context.Context, p Part, u watermark.Unit, row
 	if err != nil {
 		return 0, err
 	}
-	_, err = f.client.Send(ctx, forward.Chunk{Dataset: p.Dataset, Partition: p.Partition, FirstSeq: u.First, LastSeq: u.Last, Rows: int(rows.rows), Body: body})
+	// The declared range is the span of the rows read, not the unit's recorded bounds: a
+	// unit re-read from its intent may have lost its first rows to a forced prune or a
+	// damaged file since it was decided, and a `hyp server` refuses a range its first and
+	// last rows do not bound. The server's ledger dedupes the rows themselves, so a unit
+	// re-sent with a narrower span is still recognised row by row.
+	_, err = f.client.Send(ctx, forward.Chunk{Dataset: p.Dataset, Partition: p.Partition, FirstSeq: rows.first, LastSeq: rows.last, Rows: int(rows.rows), Body: body})
 	var poison *forward.PoisonError
 	switch {
 	case err == nil:
