@@ -46,7 +46,9 @@ const (
 // tableProps are set on every generation: data files get small row groups for pruning,
 // deletes rewrite files (copy-on-write) so no reader ever has to apply delete files, and
 // old metadata files are trimmed; with snapshots expired at every commit (generation.commit)
-// a table's metadata stays the same size however many commits it takes.
+// a table's metadata stays the same size however many commits it takes. Iceberg's
+// per-table manifest-list cache is off: the cache reads a manifest list once per commit,
+// and an idle cache per table is memory per partition.
 var tableProps = iceberg.Properties{
 	table.ParquetRowGroupLimitKey:             strconv.Itoa(rowGroupRows),
 	table.WriteDeleteModeKey:                  table.WriteModeCopyOnWrite,
@@ -54,6 +56,7 @@ var tableProps = iceberg.Properties{
 	table.MetadataPreviousVersionsMaxKey:      "4",
 	table.ManifestMergeEnabledKey:             "true",
 	table.ManifestMinMergeCountKey:            "16",
+	table.ReadManifestListCacheEnabledKey:     "false",
 	"write.parquet.compression-level":         "1",
 	table.WriteTargetFileSizeBytesKey:         strconv.Itoa(256 << 20),
 }

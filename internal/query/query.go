@@ -72,6 +72,9 @@ func Run(ctx context.Context, tables []Table, sql string, opts Options, w io.Wri
 	}
 	views := make([]string, 0, len(tables))
 	for _, t := range tables {
+		if !opts.Internal {
+			t = onePartition(t)
+		}
 		v, err := viewSQL(t, opts.Internal)
 		if err != nil {
 			return fmt.Errorf("query: %w", err)
@@ -122,6 +125,19 @@ func Run(ctx context.Context, tables []Table, sql string, opts Options, w io.Wri
 	}
 	defer func() { err = errors.Join(err, stmt.Close()) }()
 	return query(ctx, stmt, newWriter, w)
+}
+
+// onePartition hands every file of t to one scan. A scan per partition opens each
+// partition's file at once when a query starts, so a dataset of 10,000 partitions ran out of
+// file descriptors; one multi-file scan opens them a few at a time. It is used only when
+// the view does not show which partition a row came from.
+func onePartition(t Table) Table {
+	var files []string
+	for _, p := range t.Partitions {
+		files = append(files, p.Files...)
+	}
+	t.Partitions = []Partition{{Files: files}}
+	return t
 }
 
 func query(ctx context.Context, stmt *duckdb.Stmt, newWriter writerFunc, w io.Writer) (err error) {
