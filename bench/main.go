@@ -33,7 +33,11 @@ func main() {
 	sinkRows := flag.Int("sink-rows", 1_000_000, "rows exported through each sink type (0 skips)")
 	tickRows := flag.Int("tick-rows", 10_000_000, "partition size for the idle-tick figure (0 skips)")
 	minioBin := flag.String("minio", filepath.Join(os.Getenv("HOME"), ".cache/hyp-tools/bin/minio"), "MinIO binary for the S3 figure")
-	only := flag.String("only", "", "run one section: ingest, scan, sinks or tick")
+	trickleSources := flag.Int("trickle-sources", 100, "partitions trickling a few rows each (0 skips)")
+	trickleEvery := flag.Duration("trickle-every", 200*time.Millisecond, "how often each trickling partition gets rows")
+	trickleFor := flag.Duration("trickle-for", 60*time.Second, "how long the partitions trickle")
+	manySources := flag.Int("many-sources", 10_000, "partitions for the query and sink status figures (0 skips)")
+	only := flag.String("only", "", "run one section: ingest, scan, sinks, tick, trickle or many")
 	flag.Parse()
 	fmt.Printf("machine: %d CPUs, %s/%s, %s\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, time.Now().UTC().Format(time.RFC3339))
 	sections := []struct {
@@ -44,12 +48,15 @@ func main() {
 		{"scan", func() error { return scanBench(*scanRows) }},
 		{"sinks", func() error { return sinkBench(*bin, *minioBin, *sinkRows) }},
 		{"tick", func() error { return tickBench(*tickRows) }},
+		{"trickle", func() error { return trickleBench(*bin, *trickleSources, *trickleEvery, *trickleFor) }},
+		{"many", func() error { return manyBench(*bin, *manySources) }},
 	}
 	for _, s := range sections {
 		if *only != "" && *only != s.name {
 			continue
 		}
-		if (s.name == "sinks" && *sinkRows == 0) || (s.name == "tick" && *tickRows == 0) {
+		if (s.name == "sinks" && *sinkRows == 0) || (s.name == "tick" && *tickRows == 0) ||
+			(s.name == "trickle" && *trickleSources == 0) || (s.name == "many" && *manySources == 0) {
 			continue
 		}
 		if err := s.run(); err != nil {

@@ -19,8 +19,6 @@ import (
 const (
 	// compactFiles: a partition with more small data files than this is due for compaction.
 	compactFiles = 8
-	// compactSnapshots: metadata grows with every commit; a new generation starts it afresh.
-	compactSnapshots = 200
 	// defaultSettledRows: a file this large is never rewritten again. Compaction hard-links it into
 	// the new generation and rewrites only runs of adjacent smaller files, so its cost is
 	// bounded by the small files (at most about settledRows rows per run), not by how many
@@ -65,7 +63,14 @@ func (p *Partition) compactionDue(settledRows int64) bool {
 			small++
 		}
 	}
-	return small > compactFiles || len(g.tbl.Metadata().Snapshots()) > compactSnapshots || g.holdsDeadFiles()
+	return small > compactFiles || g.holdsDeadFiles()
+}
+
+// worthCompacting is false when a new generation would hold exactly what this one does: at
+// most one live file and no dead file on disk. Even a forced compaction skips it, so that
+// compacting many small partitions costs nothing for those already compact.
+func (g *generation) worthCompacting() bool {
+	return len(g.files) > 1 || g.holdsDeadFiles()
 }
 
 // holdsDeadFiles reports whether the generation's data directory keeps files that are no
@@ -117,6 +122,10 @@ func (c *Cache) compactPartition(ctx context.Context, p *Partition, force bool) 
 	}
 	old := p.gen
 	res.From, res.FilesBefore = old.name, len(old.files)
+	if !old.worthCompacting() {
+		res.Skipped = "nothing to gain"
+		return res, nil
+	}
 	if !force && !p.compactionDue(c.settledRows) {
 		res.Skipped = "not due"
 		return res, nil
@@ -130,7 +139,7 @@ func (c *Cache) compactPartition(ctx context.Context, p *Partition, force bool) 
 	}
 	abandon := func(err error) (CompactResult, error) {
 		p.retired = append(p.retired, g)
-		p.collect()
+		p.collect(c.tables.dir)
 		return res, err
 	}
 	if len(old.files) > 0 {
@@ -138,11 +147,9 @@ func (c *Cache) compactPartition(ctx context.Context, p *Partition, force bool) 
 		if err != nil {
 			return abandon(fmt.Errorf("compact %s/%s: %w", p.Dataset, p.Name(), err))
 		}
-		tbl, err := tx.Commit(ctx)
-		if err != nil {
+		if err := g.commit(ctx, tx); err != nil {
 			return abandon(fmt.Errorf("compact %s/%s: commit: %w", p.Dataset, p.Name(), err))
 		}
-		g.tbl = tbl
 		if err := g.reload(ctx); err != nil {
 			return abandon(err)
 		}
@@ -155,7 +162,7 @@ func (c *Cache) compactPartition(ctx context.Context, p *Partition, force bool) 
 	}
 	p.gen = g
 	p.retired = append(p.retired, old)
-	p.collect()
+	p.collect(c.tables.dir)
 	res.To, res.FilesAfter, res.Rows = g.name, len(g.files), g.rows()
 	return res, nil
 }

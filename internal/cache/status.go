@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -74,22 +75,32 @@ type PartitionFiles struct {
 // View pins the current files of every dataset for a reader.
 type View struct {
 	Tables []TableView
-	locks  []*fsutil.Lock
+	lock   *fsutil.Lock
 }
 
 // Release lets compaction remove the generations the view pinned.
 func (v *View) Release() {
-	for _, l := range v.locks {
-		l.Unlock()
-	}
-	v.locks = nil
+	v.lock.Unlock()
+	v.lock = nil
 }
 
 // View pins the cache's current files.
 func (c *Cache) View() (*View, error) { return c.tables.view() }
 
+// view pins every partition with one shared lock on the cache's views lock rather than one
+// per generation, so a query holds one file descriptor however many partitions it reads.
+// The lock is taken before the generations are checked: a generation still there then stays
+// until Release, since retiring one takes the views lock exclusively.
 func (ts *tableSet) view() (*View, error) {
 	v := &View{}
+	parts := ts.partitions()
+	if len(parts) > 0 {
+		lk, err := fsutil.SharedLock(viewsLockPath(ts.dir))
+		if err != nil {
+			return nil, fmt.Errorf("pin the cache for a view: %w", err)
+		}
+		v.lock = lk
+	}
 	ts.mu.RLock()
 	names := make([]string, 0, len(ts.ds))
 	for n := range ts.ds {
@@ -97,35 +108,42 @@ func (ts *tableSet) view() (*View, error) {
 	}
 	ts.mu.RUnlock()
 	slices.Sort(names)
+	byDataset := map[string][]*Partition{}
+	for _, p := range parts {
+		byDataset[p.Dataset] = append(byDataset[p.Dataset], p)
+	}
 	for _, name := range names {
 		d := ts.dataset(name)
 		tv := TableView{Dataset: name, Columns: append([]Column{{SeqColumn, TypeLong}, {IngestedAtColumn, TypeTimestamp}}, d.columns()...)}
-		for _, p := range ts.partitions() {
-			if p.Dataset != name {
-				continue
-			}
-			pn, err := p.pin(0, 1<<62)
+		for _, p := range byDataset[name] {
+			files, ids, err := p.liveFiles()
 			if err != nil {
 				v.Release()
 				return nil, err
 			}
-			if pn.lock != nil {
-				v.locks = append(v.locks, pn.lock)
-			}
-			pf := PartitionFiles{Partition: p.Name(), FieldIDs: make(map[string]int, len(pn.ids))}
-			for _, f := range pn.files {
-				pf.Files = append(pf.Files, f.Path)
-			}
-			if pn.schema != nil {
-				for i, f := range pn.schema.Fields() {
-					pf.FieldIDs[f.Name] = pn.ids[i]
-				}
-			}
-			tv.Partitions = append(tv.Partitions, pf)
+			tv.Partitions = append(tv.Partitions, PartitionFiles{Partition: p.Name(), Files: files, FieldIDs: ids})
 		}
 		v.Tables = append(v.Tables, tv)
 	}
 	return v, nil
+}
+
+// liveFiles are the paths of the partition's live data files. A generation that is gone
+// was retired after this reader loaded it: the caller reopens and sees its successor.
+func (p *Partition) liveFiles() ([]string, map[string]int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gen == nil || len(p.gen.files) == 0 {
+		return nil, nil, nil
+	}
+	if !genExists(p.gen.dir) {
+		return nil, nil, ErrGenerationGone
+	}
+	out := make([]string, len(p.gen.files))
+	for i, f := range p.gen.files {
+		out[i] = f.Path
+	}
+	return out, p.gen.fieldIDs(), nil
 }
 
 // Reader is a read-only opening of a cache that another process may be writing. It sees

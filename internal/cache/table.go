@@ -19,6 +19,8 @@ import (
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/catalog/hadoop"
 	"github.com/apache/iceberg-go/table"
+
+	"github.com/hyp-project/hyp/internal/fsutil"
 )
 
 // Internal column names (SPEC 4). Field ids 1 and 2 in every partition table.
@@ -43,7 +45,10 @@ const (
 
 // tableProps are set on every generation: data files get small row groups for pruning,
 // deletes rewrite files (copy-on-write) so no reader ever has to apply delete files, and
-// old metadata files are trimmed so metadata stays bounded between compactions.
+// old metadata files are trimmed; with snapshots expired at every commit (generation.commit)
+// a table's metadata stays the same size however many commits it takes. Iceberg's
+// per-table manifest-list cache is off: the cache reads a manifest list once per commit,
+// and an idle cache per table is memory per partition.
 var tableProps = iceberg.Properties{
 	table.ParquetRowGroupLimitKey:             strconv.Itoa(rowGroupRows),
 	table.WriteDeleteModeKey:                  table.WriteModeCopyOnWrite,
@@ -51,6 +56,7 @@ var tableProps = iceberg.Properties{
 	table.MetadataPreviousVersionsMaxKey:      "4",
 	table.ManifestMergeEnabledKey:             "true",
 	table.ManifestMinMergeCountKey:            "16",
+	table.ReadManifestListCacheEnabledKey:     "false",
 	"write.parquet.compression-level":         "1",
 	table.WriteTargetFileSizeBytesKey:         strconv.Itoa(256 << 20),
 }
@@ -153,14 +159,20 @@ func createGeneration(ctx context.Context, cat *hadoop.Catalog, warehouse string
 	return &generation{name: name, dir: dir, ident: ident, cat: cat, tbl: tbl, marks: m, escaped: escaped}, nil
 }
 
-// loadGeneration opens an existing generation and reads its live file list once.
+// loadGeneration opens an existing generation and reads its live file list once. It holds
+// the generation's readers lock meanwhile, so the writer cannot sweep the manifests it is
+// reading (sweep).
 func loadGeneration(ctx context.Context, cat *hadoop.Catalog, warehouse string, ns table.Identifier, name string) (*generation, error) {
 	ident := append(slices.Clone(ns), name)
-	tbl, err := cat.LoadTable(ctx, ident)
+	g := &generation{name: name, dir: filepath.Join(append([]string{warehouse}, ident...)...), ident: ident, cat: cat}
+	lk, err := fsutil.SharedLock(readersLockPath(g.dir))
 	if err != nil {
 		return nil, fmt.Errorf("load table %v: %w", ident, err)
 	}
-	g := &generation{name: name, dir: filepath.Join(append([]string{warehouse}, ident...)...), ident: ident, cat: cat, tbl: tbl}
+	defer lk.Unlock()
+	if g.tbl, err = cat.LoadTable(ctx, ident); err != nil {
+		return nil, fmt.Errorf("load table %v: %w", ident, err)
+	}
 	if err := g.reload(ctx); err != nil {
 		return nil, err
 	}
@@ -307,12 +319,10 @@ func (g *generation) append(ctx context.Context, rec arrow.RecordBatch, maxSeq i
 	if err := tx.Append(ctx, rdr, nil); err != nil {
 		return fmt.Errorf("table %v: append: %w", g.ident, err)
 	}
-	tbl, err := tx.Commit(ctx)
-	if err != nil {
+	if err := g.commit(ctx, tx); err != nil {
 		return fmt.Errorf("table %v: commit append: %w", g.ident, err)
 	}
-	g.tbl = tbl
-	added, err := g.dataFiles(ctx, tbl.CurrentSnapshot(), true)
+	added, err := g.dataFiles(ctx, g.tbl.CurrentSnapshot(), true)
 	if err != nil {
 		// The commit is durable; only the in-memory index is stale. Rebuild it whole.
 		return g.reload(ctx)
@@ -321,6 +331,87 @@ func (g *generation) append(ctx context.Context, rec arrow.RecordBatch, maxSeq i
 	g.files = append(g.files, added...)
 	sortFiles(g.files)
 	return nil
+}
+
+// commit commits tx, keeping only the snapshot it makes: the cache reads nothing but the
+// current snapshot's files (scans, retention and compaction use the live file list), and
+// every snapshot kept would make each later commit rewrite and hold a larger metadata.
+// Files of the expired snapshots are left to sweep.
+func (g *generation) commit(ctx context.Context, tx *table.Transaction) error {
+	if err := tx.ExpireSnapshots(table.WithRetainLast(1), table.WithOlderThan(0), table.WithPostCommit(false)); err != nil {
+		return fmt.Errorf("expire snapshots: %w", err)
+	}
+	tbl, err := tx.Commit(ctx)
+	if err != nil {
+		return err
+	}
+	// The table Commit returns keeps every earlier version of the metadata reachable, so a
+	// generation held would grow with the square of its commits; a fresh load holds one.
+	if fresh, err := g.cat.LoadTable(ctx, g.ident); err == nil {
+		tbl = fresh
+	}
+	g.tbl = tbl
+	g.sweep(ctx)
+	return nil
+}
+
+// sweep deletes the manifest lists and manifests no snapshot of the table refers to any
+// more. Readers need them only while they load the table, which they do under a shared
+// readers lock, so sweep runs only when it gets that lock exclusively; otherwise the next
+// commit (or the compaction that retires the generation) takes them. Data files are never
+// swept here: a reader that pinned the generation may still read one that retention dropped.
+func (g *generation) sweep(ctx context.Context) {
+	mdir := filepath.Join(g.dir, "metadata")
+	ents, err := os.ReadDir(mdir)
+	if err != nil {
+		return
+	}
+	var candidates []string
+	for _, e := range ents {
+		if !e.IsDir() && strings.HasSuffix(e.Name(), ".avro") {
+			candidates = append(candidates, filepath.Join(mdir, e.Name()))
+		}
+	}
+	if len(candidates) == 0 {
+		return
+	}
+	live, err := g.metadataFiles(ctx)
+	if err != nil {
+		return
+	}
+	candidates = slices.DeleteFunc(candidates, func(p string) bool { return live[p] })
+	if len(candidates) == 0 {
+		return
+	}
+	lk, err := fsutil.TryLock(readersLockPath(g.dir))
+	if err != nil {
+		return
+	}
+	defer lk.Unlock()
+	for _, p := range candidates {
+		_ = os.Remove(p)
+	}
+}
+
+// metadataFiles are the local paths of the manifest lists and manifests the table's
+// snapshots refer to.
+func (g *generation) metadataFiles(ctx context.Context) (map[string]bool, error) {
+	fio, err := g.tbl.FS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	live := map[string]bool{}
+	for _, snap := range g.tbl.Metadata().Snapshots() {
+		live[localPath(snap.ManifestList)] = true
+		mfs, err := snap.Manifests(fio)
+		if err != nil {
+			return nil, fmt.Errorf("table %v: read manifest list: %w", g.ident, err)
+		}
+		for _, mf := range mfs {
+			live[localPath(mf.FilePath())] = true
+		}
+	}
+	return live, nil
 }
 
 // addColumns evolves the table schema with new nullable columns.
@@ -356,11 +447,9 @@ func (g *generation) deleteThrough(ctx context.Context, cut, cutAt int64) error 
 	if err := tx.Delete(ctx, iceberg.LessThanEqual(iceberg.Reference(SeqColumn), cut), nil); err != nil {
 		return fmt.Errorf("table %v: delete seq <= %d: %w", g.ident, cut, err)
 	}
-	tbl, err := tx.Commit(ctx)
-	if err != nil {
+	if err := g.commit(ctx, tx); err != nil {
 		return fmt.Errorf("table %v: commit delete: %w", g.ident, err)
 	}
-	g.tbl = tbl
 	return g.reload(ctx)
 }
 
@@ -395,6 +484,16 @@ func (g *generation) logical(stored string) string {
 	return stored
 }
 
+// fieldIDs maps every column's logical name to its field id.
+func (g *generation) fieldIDs() map[string]int {
+	fields := g.tbl.Schema().Fields()
+	out := make(map[string]int, len(fields))
+	for _, f := range fields {
+		out[g.logical(f.Name)] = f.ID
+	}
+	return out
+}
+
 // readSchema is the table's current schema as readers see it: every column (internal ones
 // first) under its logical name, without field-id metadata, and each column's field id.
 // Data files are matched to it by field id, never by name, so a file keeps being read right
@@ -417,6 +516,10 @@ func (g *generation) readSchema() (*arrow.Schema, []int, error) {
 // readersLock is the file readers share-lock while they read a generation's files; the
 // collector takes it exclusively before deleting a retired generation.
 func readersLockPath(genDir string) string { return filepath.Join(genDir, "readers.lock") }
+
+// viewsLockPath is the file a whole-cache view share-locks for as long as it is open: one
+// lock however many partitions it pins. Retiring any generation takes it exclusively too.
+func viewsLockPath(cacheDir string) string { return filepath.Join(cacheDir, "views.lock") }
 
 func genExists(genDir string) bool {
 	_, err := os.Stat(filepath.Join(genDir, "metadata"))

@@ -104,7 +104,7 @@ func (ts *tableSet) loadPartition(ctx context.Context, ds *dataset, pdir string,
 				p.retired = append(p.retired, &generation{name: e.Name(), dir: filepath.Join(pdir, e.Name())})
 			}
 		}
-		p.collect()
+		p.collect(ts.dir)
 	}
 	return p, nil
 }
@@ -251,8 +251,9 @@ func (ts *tableSet) maxIngestedAt() int64 {
 }
 
 // collect deletes retired generations that no reader holds. Readers hold a shared flock on
-// the generation's lock file; the exclusive try-lock fails while any of them reads.
-func (p *Partition) collect() {
+// the generation's lock file, or, for a whole-cache view, on the cache's views lock; an
+// exclusive try-lock fails while any of them reads.
+func (p *Partition) collect(cacheDir string) {
 	kept := p.retired[:0]
 	for _, g := range p.retired {
 		lk, err := fsutil.TryLock(readersLockPath(g.dir))
@@ -260,8 +261,15 @@ func (p *Partition) collect() {
 			kept = append(kept, g)
 			continue
 		}
+		vlk, err := fsutil.TryLock(viewsLockPath(cacheDir))
+		if err != nil {
+			lk.Unlock()
+			kept = append(kept, g)
+			continue
+		}
 		trash := filepath.Join(p.dir, ".trash-"+g.name)
 		rerr := os.Rename(g.dir, trash)
+		vlk.Unlock()
 		lk.Unlock()
 		if rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
 			kept = append(kept, g)
