@@ -1,6 +1,7 @@
 // Command bench prints hyp's headline figures on this machine: durable HTTP ingest rows/s
 // (1,000-row requests of ~200-byte rows, 4 concurrent clients, fsync'd acks, flushing to
-// Iceberg at the same time), and the cost of incremental scans on a large partition.
+// Iceberg at the same time), the cost of incremental scans on a large partition, and the
+// daemon's peak memory under slow or flooding clients (the edge section).
 // Run it with `go run ./bench` after `make build`; it starts bin/hyp on a temporary home.
 package main
 
@@ -33,7 +34,12 @@ func main() {
 	sinkRows := flag.Int("sink-rows", 1_000_000, "rows exported through each sink type (0 skips)")
 	tickRows := flag.Int("tick-rows", 10_000_000, "partition size for the idle-tick figure (0 skips)")
 	minioBin := flag.String("minio", filepath.Join(os.Getenv("HOME"), ".cache/hyp-tools/bin/minio"), "MinIO binary for the S3 figure")
-	only := flag.String("only", "", "run one section: ingest, scan, sinks or tick")
+	edge := edgeOptions{}
+	flag.IntVar(&edge.conns, "edge-conns", 300, "connections of the edge figure (0 skips)")
+	flag.Int64Var(&edge.declared, "edge-declared", 16<<20, "Content-Length each edge connection declares")
+	flag.IntVar(&edge.rate, "edge-rate", 16, "body bytes/s each edge connection sends (0: as fast as possible)")
+	flag.DurationVar(&edge.hold, "edge-hold", 30*time.Second, "longest an edge connection is kept open")
+	only := flag.String("only", "", "run one section: ingest, scan, sinks, tick or edge")
 	flag.Parse()
 	fmt.Printf("machine: %d CPUs, %s/%s, %s\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, time.Now().UTC().Format(time.RFC3339))
 	sections := []struct {
@@ -44,12 +50,13 @@ func main() {
 		{"scan", func() error { return scanBench(*scanRows) }},
 		{"sinks", func() error { return sinkBench(*bin, *minioBin, *sinkRows) }},
 		{"tick", func() error { return tickBench(*tickRows) }},
+		{"edge", func() error { return edgeBench(*bin, edge) }},
 	}
 	for _, s := range sections {
 		if *only != "" && *only != s.name {
 			continue
 		}
-		if (s.name == "sinks" && *sinkRows == 0) || (s.name == "tick" && *tickRows == 0) {
+		if (s.name == "sinks" && *sinkRows == 0) || (s.name == "tick" && *tickRows == 0) || (s.name == "edge" && edge.conns == 0) {
 			continue
 		}
 		if err := s.run(); err != nil {
