@@ -1,6 +1,7 @@
 // Command bench prints hyp's headline figures on this machine: durable HTTP ingest rows/s
 // (1,000-row requests of ~200-byte rows, 4 concurrent clients, fsync'd acks, flushing to
-// Iceberg at the same time), and the cost of incremental scans on a large partition.
+// Iceberg at the same time), the cost of incremental scans on a large partition, and the
+// daemon's peak memory under slow or flooding clients (the edge section).
 // Run it with `go run ./bench` after `make build`; it starts bin/hyp on a temporary home.
 package main
 
@@ -37,7 +38,12 @@ func main() {
 	trickleEvery := flag.Duration("trickle-every", 200*time.Millisecond, "how often each trickling partition gets rows")
 	trickleFor := flag.Duration("trickle-for", 60*time.Second, "how long the partitions trickle")
 	manySources := flag.Int("many-sources", 10_000, "partitions for the query and sink status figures (0 skips)")
-	only := flag.String("only", "", "run one section: ingest, scan, sinks, tick, trickle or many")
+	edge := edgeOptions{}
+	flag.IntVar(&edge.conns, "edge-conns", 300, "connections of the edge figure (0 skips)")
+	flag.Int64Var(&edge.declared, "edge-declared", 16<<20, "Content-Length each edge connection declares")
+	flag.IntVar(&edge.rate, "edge-rate", 16, "body bytes/s each edge connection sends (0: as fast as possible)")
+	flag.DurationVar(&edge.hold, "edge-hold", 30*time.Second, "longest an edge connection is kept open")
+	only := flag.String("only", "", "run one section: ingest, scan, sinks, tick, trickle, many or edge")
 	flag.Parse()
 	fmt.Printf("machine: %d CPUs, %s/%s, %s\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, time.Now().UTC().Format(time.RFC3339))
 	sections := []struct {
@@ -50,13 +56,14 @@ func main() {
 		{"tick", func() error { return tickBench(*tickRows) }},
 		{"trickle", func() error { return trickleBench(*bin, *trickleSources, *trickleEvery, *trickleFor) }},
 		{"many", func() error { return manyBench(*bin, *manySources) }},
+		{"edge", func() error { return edgeBench(*bin, edge) }},
 	}
 	for _, s := range sections {
 		if *only != "" && *only != s.name {
 			continue
 		}
 		if (s.name == "sinks" && *sinkRows == 0) || (s.name == "tick" && *tickRows == 0) ||
-			(s.name == "trickle" && *trickleSources == 0) || (s.name == "many" && *manySources == 0) {
+			(s.name == "trickle" && *trickleSources == 0) || (s.name == "many" && *manySources == 0) || (s.name == "edge" && edge.conns == 0) {
 			continue
 		}
 		if err := s.run(); err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/hyp-project/hyp/internal/config"
 	"github.com/hyp-project/hyp/internal/control"
 	"github.com/hyp-project/hyp/internal/home"
+	"github.com/hyp-project/hyp/internal/httpbody"
 	"github.com/hyp-project/hyp/internal/ingest"
 	"github.com/hyp-project/hyp/internal/ledger"
 	"github.com/hyp-project/hyp/internal/node"
@@ -35,6 +36,23 @@ const walFlushBytes = 64 << 20
 
 // retentionInterval is how often retention runs in the daemon.
 const retentionInterval = 5 * time.Minute
+
+// The public listener's request bodies are bounded in memory and in time (httpbody.Guard).
+// The budget admits bodyBudgetBodies bodies of ingest.max_body_bytes at once (64 MiB for the
+// default 16 MiB), and never less than minBodyBudget, so small limits still leave room for
+// many concurrent requests. A body must arrive within bodyGrace plus one second per
+// bodyMinRate bytes: a stalled client is cut off after 10 s, a trickling one as soon as it
+// averages under 64 KiB/s, while a full 16 MiB body may take up to 266 s.
+const (
+	bodyBudgetBodies = 4
+	minBodyBudget    = 64 << 20
+	bodyGrace        = 10 * time.Second
+	bodyMinRate      = 64 << 10
+)
+
+// idleTimeout closes keep-alive connections that send nothing, so idle clients cannot pile
+// up connections (and their buffers) without bound.
+const idleTimeout = 2 * time.Minute
 
 // Run serves the daemon until ctx is done. Ready is called once the listeners accept.
 func Run(ctx context.Context, dir string, cfg *config.Config, log *slog.Logger, ready func(ingestAddr string)) error {
@@ -104,6 +122,11 @@ func serve(ctx context.Context, dir string, cfg *config.Config, listen string, l
 		n.Close(ctx)
 		return err
 	}
+	budget, err := httpbody.NewBudget(max(bodyBudgetBodies*cfg.Ingest.MaxBodyBytes, minBodyBudget))
+	if err != nil {
+		n.Close(ctx)
+		return err
+	}
 	var isReady atomic.Bool
 	ih, err := ingest.NewHandler(n, ingest.Options{
 		MaxBodyBytes: cfg.Ingest.MaxBodyBytes,
@@ -111,6 +134,7 @@ func serve(ctx context.Context, dir string, cfg *config.Config, listen string, l
 		Gatherer:     n.Reg,
 		Ready:        isReady.Load,
 		Logger:       log,
+		Budget:       budget,
 	})
 	if err != nil {
 		n.Close(ctx)
@@ -122,6 +146,12 @@ func serve(ctx context.Context, dir string, cfg *config.Config, listen string, l
 		return err
 	}
 	defer closeFront()
+	// The control socket serves the ingest handler unguarded: it is local and its clients
+	// are the home's owner.
+	if h, err = httpbody.Guard(h, budget, httpbody.Pace{Grace: bodyGrace, MinRate: bodyMinRate}); err != nil {
+		n.Close(ctx)
+		return err
+	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		n.Close(ctx)
@@ -134,7 +164,7 @@ func serve(ctx context.Context, dir string, cfg *config.Config, listen string, l
 		return err
 	}
 	loopCtx, stopLoops := context.WithCancel(context.Background())
-	ingestSrv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	ingestSrv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idleTimeout}
 	// Control requests (a `hyp sink run` waiting on an export) end with the loops at drain.
 	ctlSrv := &http.Server{Handler: control.Handler(n, ih), ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return loopCtx }}
 	go ingestSrv.Serve(ln)

@@ -1,7 +1,10 @@
 // Package httpbody owns what hyp's two HTTP receivers (the ingest API and `hyp server`)
 // share at the edge: reading a request body within a size limit, before and after gzip
-// decompression, and the JSON error reply every non-200 answer carries. It never looks
-// inside a body.
+// decompression; bounding what bodies cost a listener (a per-listener Budget of bytes held
+// at once, and a Pace that cuts off a client sending too slowly, both applied by Guard);
+// and the JSON error reply every non-200 answer carries. It never looks inside a body, and
+// never sizes a buffer from what a client declares (Content-Length): buffers grow only
+// with bytes that actually arrived.
 package httpbody
 
 import (
@@ -10,8 +13,10 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -23,6 +28,8 @@ type Error struct {
 	Kind   string
 	Line   int
 	Msg    string
+	// RetryAfter, when positive, is sent as the Retry-After header (seconds).
+	RetryAfter int
 }
 
 func (e *Error) Error() string { return e.Kind + ": " + e.Msg }
@@ -38,6 +45,9 @@ func WriteError(w http.ResponseWriter, e *Error) int {
 	// Marshal cannot fail on strings and an int; invalid UTF-8 in a message (a quoted bad
 	// name) is replaced, so the body is always valid JSON.
 	b, _ := json.Marshal(errorBody{Error: e.Kind, Line: e.Line, Message: e.Msg})
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
 	return WriteJSON(w, e.Status, append(b, '\n'))
 }
 
@@ -110,6 +120,10 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 // buffer the caller hands back with Release. The body as sent and its decompressed form
 // are both limited to max, and decompression stops at max+1 bytes, so a gzip bomb costs at
 // most that. Over the limit the reply is tooLarge.
+//
+// Under Guard the bytes kept are charged to the listener's Budget as they arrive (a spent
+// budget is a 503 with Retry-After) and a body slower than the Pace is a 408; the buffer
+// never grows ahead of the bytes received, whatever Content-Length claims.
 func Read(r *http.Request, max int64, tooLarge *Error) (*bytes.Buffer, *Error) {
 	gz, rerr := gzipped(r.Header)
 	if rerr != nil {
@@ -118,22 +132,29 @@ func Read(r *http.Request, max int64, tooLarge *Error) (*bytes.Buffer, *Error) {
 	if r.ContentLength > max {
 		return nil, tooLarge
 	}
+	l, _ := r.Context().Value(leaseKey{}).(*lease)
+	keep := func(src io.Reader) io.Reader {
+		if l == nil {
+			return src
+		}
+		return &charged{r: src, l: l}
+	}
 	buf := buffers.Get().(*bytes.Buffer)
 	raw := &limitedReader{r: r.Body, left: max}
 	var err error
 	if gz {
-		err = gunzip(buf, raw, max+1)
+		err = gunzip(buf, raw, max+1, keep)
 	} else {
-		if r.ContentLength > 0 {
-			// The extra MinRead keeps ReadFrom from growing (and copying) the buffer just to
-			// find EOF after the last byte.
-			buf.Grow(int(r.ContentLength) + bytes.MinRead)
-		}
-		_, err = buf.ReadFrom(raw)
+		_, err = buf.ReadFrom(keep(raw))
 	}
 	switch {
 	case errors.Is(raw.err, errTooLarge), int64(buf.Len()) > max:
 		rerr = tooLarge
+	case errors.Is(err, errOverBudget):
+		rerr = &Error{Status: http.StatusServiceUnavailable, Kind: "unavailable", RetryAfter: 1,
+			Msg: fmt.Sprintf("the receiver holds its limit of %d bytes of request bodies; retry", l.b.Limit())}
+	case errors.Is(raw.err, errTooSlow):
+		rerr = &Error{Status: http.StatusRequestTimeout, Kind: "body_timeout", Msg: "reading the body: " + raw.err.Error()}
 	case raw.err != nil:
 		rerr = &Error{Status: http.StatusBadRequest, Kind: "bad_body", Msg: "reading the body: " + raw.err.Error()}
 	case err != nil:
@@ -146,8 +167,9 @@ func Read(r *http.Request, max int64, tooLarge *Error) (*bytes.Buffer, *Error) {
 	return buf, nil
 }
 
-// gunzip decompresses src into dst, stopping after limit bytes of output.
-func gunzip(dst *bytes.Buffer, src io.Reader, limit int64) error {
+// gunzip decompresses src into dst, stopping after limit bytes of output; keep wraps the
+// output stream, which is what dst holds.
+func gunzip(dst *bytes.Buffer, src io.Reader, limit int64, keep func(io.Reader) io.Reader) error {
 	g := gunzippers.Get().(*gunzipper)
 	defer func() {
 		g.br.Reset(nil) // so the pool does not keep the request body alive
@@ -161,7 +183,7 @@ func gunzip(dst *bytes.Buffer, src io.Reader, limit int64) error {
 		}
 		return err
 	}
-	_, err := dst.ReadFrom(io.LimitReader(&g.zr, limit))
+	_, err := dst.ReadFrom(keep(io.LimitReader(&g.zr, limit)))
 	return err
 }
 

@@ -6,11 +6,15 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
+	"strings"
 	"testing"
+	"time"
 )
 
-// FuzzReadBody feeds arbitrary bodies, compressed or not, to the body reader: it must
-// return the body as sent (or inflated), and never more than the limit.
+// FuzzReadBody feeds arbitrary bodies, compressed or not, to the body reader under a
+// Guard: it must return the body as sent (or inflated), never more than the limit, refuse
+// for the budget only a body that does not fit it, and give the budget back every time.
 func FuzzReadBody(f *testing.F) {
 	gz := func(b []byte) []byte {
 		var buf bytes.Buffer
@@ -19,41 +23,96 @@ func FuzzReadBody(f *testing.F) {
 		_ = zw.Close()
 		return buf.Bytes()
 	}
-	f.Add([]byte("{}\n"), false, uint16(100))
-	f.Add(gz([]byte("{}\n")), true, uint16(100))
-	f.Add(gz(bytes.Repeat([]byte("x"), 5000)), true, uint16(100))
-	f.Add([]byte("not gzip"), true, uint16(100))
-	f.Add([]byte{}, true, uint16(1))
-	f.Fuzz(func(t *testing.T, body []byte, compressed bool, limit uint16) {
+	f.Add([]byte("{}\n"), false, uint16(100), uint16(100))
+	f.Add(gz([]byte("{}\n")), true, uint16(100), uint16(100))
+	f.Add(gz(bytes.Repeat([]byte("x"), 5000)), true, uint16(100), uint16(100))
+	f.Add(gz(bytes.Repeat([]byte("x"), 5000)), true, uint16(9000), uint16(1000))
+	f.Add(bytes.Repeat([]byte("y"), 3000), false, uint16(9000), uint16(1000))
+	f.Add([]byte("not gzip"), true, uint16(100), uint16(100))
+	f.Add([]byte{}, true, uint16(1), uint16(0))
+	f.Fuzz(func(t *testing.T, body []byte, compressed bool, limit, budget uint16) {
 		max := int64(limit) + 1
+		b, err := NewBudget(int64(budget) + 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []byte
+		var rerr *Error
+		h, err := Guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var buf *bytes.Buffer
+			if buf, rerr = Read(r, max, &Error{Status: http.StatusRequestEntityTooLarge, Kind: "too_large"}); rerr == nil {
+				got = bytes.Clone(buf.Bytes())
+				Release(buf)
+			}
+		}), b, Pace{Grace: time.Minute, MinRate: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
 		r := httptest.NewRequest(http.MethodPost, "/v1/ingest/logs", bytes.NewReader(body))
 		if compressed {
 			r.Header.Set("Content-Encoding", "gzip")
 		}
-		buf, rerr := Read(r, max, &Error{Status: http.StatusRequestEntityTooLarge, Kind: "too_large"})
-		if rerr != nil {
-			if rerr.Kind == "too_large" && !compressed && int64(len(body)) <= max {
-				t.Fatalf("%d bytes refused as over the %d-byte limit", len(body), max)
-			}
-			return
-		}
-		got := buf.Bytes()
-		defer Release(buf)
-		if int64(len(got)) > max {
-			t.Fatalf("returned %d bytes, over the %d-byte limit", len(got), max)
+		h.ServeHTTP(httptest.NewRecorder(), r)
+		if b.Held() != 0 {
+			t.Fatalf("the budget still holds %d bytes after the request", b.Held())
 		}
 		want := body
 		if compressed && len(body) > 0 {
 			zr, err := gzip.NewReader(bytes.NewReader(body))
+			if err == nil {
+				want, err = io.ReadAll(zr)
+			}
 			if err != nil {
-				t.Fatalf("accepted a body gzip refuses: %v", err)
+				if rerr == nil {
+					t.Fatalf("accepted a body gzip refuses: %v", err)
+				}
+				return
 			}
-			if want, err = io.ReadAll(zr); err != nil {
-				t.Fatalf("accepted a body gzip refuses: %v", err)
+		}
+		if rerr != nil {
+			switch {
+			case rerr.Kind == "too_large" && !compressed && int64(len(body)) <= max:
+				t.Fatalf("%d bytes refused as over the %d-byte limit", len(body), max)
+			case rerr.Kind == "unavailable" && int64(len(want)) <= b.Limit():
+				t.Fatalf("%d bytes refused as over the %d-byte budget", len(want), b.Limit())
 			}
+			return
+		}
+		if int64(len(got)) > max || int64(len(got)) > b.Limit() {
+			t.Fatalf("returned %d bytes, over the %d-byte limit or the %d-byte budget", len(got), max, b.Limit())
 		}
 		if !bytes.Equal(got, want) {
 			t.Fatalf("read %q, want %q", got, want)
 		}
 	})
+}
+
+// TestReadDoesNotAllocateDeclaredLength: a request that declares 16 MiB and sends three
+// bytes must cost about three bytes, not a 16 MiB buffer.
+func TestReadDoesNotAllocateDeclaredLength(t *testing.T) {
+	const declared = 16 << 20
+	tooLarge := &Error{Status: http.StatusRequestEntityTooLarge, Kind: "too_large"}
+	read := func() {
+		r := httptest.NewRequest(http.MethodPost, "/v1/ingest/logs", strings.NewReader("{}\n"))
+		r.ContentLength = declared
+		buf, rerr := Read(r, 2*declared, tooLarge)
+		if rerr != nil {
+			t.Fatal(rerr)
+		}
+		if buf.String() != "{}\n" {
+			t.Fatalf("read %q", buf)
+		}
+		Release(buf)
+	}
+	read() // the pool's first buffer
+	const runs = 20
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range runs {
+		read()
+	}
+	runtime.ReadMemStats(&after)
+	if perRun := (after.TotalAlloc - before.TotalAlloc) / runs; perRun > 64<<10 {
+		t.Fatalf("a 3-byte body declaring %d bytes allocated %d bytes per read", declared, perRun)
+	}
 }

@@ -56,6 +56,10 @@ type Options struct {
 	Ready func() bool
 	// Logger receives storage failures; nil means slog.Default().
 	Logger *slog.Logger
+	// Budget is the body budget of the listener this handler's process serves (see
+	// httpbody.Guard); its refusals are counted in hyp_ingest_unavailable_total
+	// {reason="memory"}. nil leaves that series out.
+	Budget *httpbody.Budget
 }
 
 // endpoint is the closed set of values of the endpoint metric label; requests that match
@@ -144,7 +148,7 @@ func NewHandler(store Store, opts Options) (http.Handler, error) {
 	if h.otlp[epOTLPMetrics], err = newOTLPRoute(otlp.Metrics, pmetricotlp.NewExportResponse()); err != nil {
 		return nil, err
 	}
-	if h.metrics, err = newMetrics(opts.Registerer); err != nil {
+	if h.metrics, err = newMetrics(opts.Registerer, opts.Budget); err != nil {
 		return nil, err
 	}
 	return h, nil

@@ -715,7 +715,7 @@ func TestBodyReadError(t *testing.T) {
 // TestNewHandlerRollsBackRegistration checks that a failed NewHandler leaves the registry
 // as it found it, so removing the conflict is enough for the next attempt to succeed.
 func TestNewHandlerRollsBackRegistration(t *testing.T) {
-	scratch, err := newMetrics(prometheus.NewRegistry())
+	scratch, err := newMetrics(prometheus.NewRegistry(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

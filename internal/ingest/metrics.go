@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyp-project/hyp/internal/httpbody"
 )
 
 type metrics struct {
@@ -15,7 +17,9 @@ type metrics struct {
 	duration [numEndpoints]prometheus.Observer
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+// newMetrics registers the handler's metrics on reg; with a budget, also the count of the
+// requests it refused (the listener's Guard refuses them, whichever handler reads the body).
+func newMetrics(reg prometheus.Registerer, budget *httpbody.Budget) (*metrics, error) {
 	m := &metrics{
 		rows: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hyp_ingest_rows_total",
@@ -41,6 +45,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.duration[ep] = duration.WithLabelValues(name)
 	}
 	collectors := []prometheus.Collector{m.rows, m.rejected, m.requests, duration}
+	if budget != nil {
+		collectors = append(collectors, prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "hyp_ingest_unavailable_total",
+			Help:        "Requests answered 503 unavailable, by reason; memory: the listener held its limit of request-body bytes.",
+			ConstLabels: prometheus.Labels{"reason": "memory"},
+		}, func() float64 { return float64(budget.Refused()) }))
+	}
 	for i, c := range collectors {
 		if err := reg.Register(c); err != nil {
 			// Leave the registry as it was, so the caller can retry or carry on without us.

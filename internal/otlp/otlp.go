@@ -84,6 +84,8 @@ import (
 	"mime"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/hyp-project/hyp/internal/partition"
 )
 
 // Signal names one OTLP signal; its value is also the dataset name the
@@ -99,8 +101,9 @@ const (
 
 // Row is one flattened record.
 type Row struct {
-	// Source is the resource's service.name attribute, or "unknown" when it
-	// is absent or empty; the cache partitions datasets by it.
+	// Source is the resource's service.name attribute made a valid source
+	// value (partition.SanitizeSource), or "unknown" when it is absent or
+	// empty; the cache partitions datasets by it.
 	Source string
 	// Line is a single-line JSON object without a trailing newline.
 	Line []byte
@@ -110,9 +113,6 @@ type Row struct {
 // application/x-protobuf nor application/json, so the HTTP layer can answer
 // 415 instead of 400.
 var ErrUnsupportedMediaType = errors.New("otlp: unsupported media type: want application/x-protobuf or application/json")
-
-// unknownSource partitions rows whose resource does not name its service.
-const unknownSource = "unknown"
 
 // request is what the pdata ExportRequest types of all three signals have in
 // common, so body decoding is written once.
@@ -215,14 +215,13 @@ func checkJSONDepth(body []byte) error {
 func source(res pcommon.Resource) string {
 	v, ok := res.Attributes().Get("service.name")
 	if !ok {
-		return unknownSource
+		return partition.Unknown
 	}
 	// AsString rather than Str: a non-string service.name is a client bug,
-	// but its value still names the service better than "unknown" does.
-	if s := v.AsString(); s != "" {
-		return s
-	}
-	return unknownSource
+	// but its value still names the service better than "unknown" does. So
+	// does a name too long or with control characters: it is mapped to a
+	// valid source rather than left for the cache to file under "unknown".
+	return partition.SanitizeSource(v.AsString())
 }
 
 // rowBuilder renders the rows of one request. The resource and scope fields

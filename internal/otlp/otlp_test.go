@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/collector/pdata/plog"
+
+	"github.com/hyp-project/hyp/internal/partition"
 )
 
 const (
@@ -318,4 +320,32 @@ func TestSourceNonStringServiceName(t *testing.T) {
 		t.Fatalf("Decode: %v", err)
 	}
 	compareRows(t, rows, []wantRow{{"42", `{"resource":{"service.name":42}}`}})
+}
+
+// TestDecodeSanitizesServiceName: a service.name the cache could not use as a partition
+// (over 200 bytes, a control character) still names the rows' partition, mapped the one way
+// partition.SanitizeSource maps it, instead of leaving them to "unknown".
+func TestDecodeSanitizesServiceName(t *testing.T) {
+	long := strings.Repeat("svc-", 60) // 240 bytes
+	for _, tc := range []struct{ name, want string }{
+		{long, long[:partition.MaxSourceBytes]},
+		{"pay\x00ments", "pay\uFFFDments"},
+		{"line\nbreak", "line\uFFFDbreak"},
+	} {
+		name, _ := json.Marshal(tc.name)
+		body := `{"resourceLogs":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":` + string(name) + `}}]},"scopeLogs":[{"logRecords":[{"body":{"stringValue":"hi"}}]}]}]}`
+		rows, err := Decode(Logs, jsonType, []byte(body))
+		if err != nil {
+			t.Fatalf("Decode: %v", err)
+		}
+		if len(rows) != 1 || rows[0].Source != tc.want {
+			t.Fatalf("service.name %q: rows %+v, want one row with source %q", tc.name, rows, tc.want)
+		}
+		if err := partition.ValidateSource(rows[0].Source); err != nil {
+			t.Fatalf("source %q is not valid: %v", rows[0].Source, err)
+		}
+		if !strings.Contains(string(rows[0].Line), `"service.name":`+string(name)) {
+			t.Errorf("row %s lost the raw service.name %s", rows[0].Line, name)
+		}
+	}
 }

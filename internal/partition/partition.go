@@ -30,12 +30,42 @@ func ValidateSource(s string) error {
 		return fmt.Errorf("source is not valid UTF-8")
 	}
 	for _, r := range s {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+		if isControl(r) {
 			return fmt.Errorf("source contains control character %U", r)
 		}
 	}
 	return nil
 }
+
+// SanitizeSource maps any string to a valid source value, for sources a client names
+// without asking (an OTLP resource's service.name), where refusing the request over its
+// label, or filing it under Unknown, would lose the name. Invalid UTF-8 and control
+// characters become U+FFFD, then the value is cut at a character boundary to
+// MaxSourceBytes. A valid value comes back unchanged, the mapping is deterministic, and an
+// empty value is Unknown. Distinct values can meet (two long names sharing their first 200
+// bytes share a partition); that is the price of keeping the readable name.
+func SanitizeSource(s string) string {
+	if s == "" {
+		return Unknown
+	}
+	if ValidateSource(s) == nil {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s { // ranging over invalid UTF-8 yields utf8.RuneError, U+FFFD
+		if isControl(r) {
+			r = utf8.RuneError
+		}
+		if b.Len()+utf8.RuneLen(r) > MaxSourceBytes {
+			break
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// isControl reports the characters SPEC 2 keeps out of source values: C0, DEL and C1.
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) }
 
 // Name is the partition name shown to operators: `source=<value>`.
 func Name(source string) string { return "source=" + source }

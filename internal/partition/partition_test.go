@@ -125,3 +125,45 @@ func sourceFromSegment(seg string) (string, bool) {
 	}
 	return string(out), true
 }
+
+func TestSanitizeSource(t *testing.T) {
+	long := strings.Repeat("a", 199) + "é" // 201 bytes: the é does not fit
+	for _, tc := range []struct{ in, want string }{
+		{"", Unknown},
+		{"checkout", "checkout"},
+		{strings.Repeat("s", MaxSourceBytes), strings.Repeat("s", MaxSourceBytes)},
+		{strings.Repeat("s", MaxSourceBytes+1), strings.Repeat("s", MaxSourceBytes)},
+		{long, strings.Repeat("a", 199)},
+		{"a\x00b", "a\uFFFDb"},
+		{"tab\there\n", "tab\uFFFDhere\uFFFD"},
+		{"del\x7f c1\u0085", "del\uFFFD c1\uFFFD"},
+		{"bad\xffutf8", "bad\uFFFDutf8"},
+		{strings.Repeat("\x00", 100), strings.Repeat("\uFFFD", MaxSourceBytes/3)},
+	} {
+		got := SanitizeSource(tc.in)
+		if got != tc.want {
+			t.Errorf("SanitizeSource(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+		if err := ValidateSource(got); err != nil {
+			t.Errorf("SanitizeSource(%q) = %q, not a valid source: %v", tc.in, got, err)
+		}
+		if again := SanitizeSource(got); again != got {
+			t.Errorf("SanitizeSource is not stable on %q: %q", got, again)
+		}
+	}
+}
+
+func FuzzSanitizeSource(f *testing.F) {
+	f.Add("checkout")
+	f.Add("a\x00b")
+	f.Add(strings.Repeat("é", 150))
+	f.Fuzz(func(t *testing.T, s string) {
+		got := SanitizeSource(s)
+		if err := ValidateSource(got); err != nil {
+			t.Fatalf("SanitizeSource(%q) = %q: %v", s, got, err)
+		}
+		if ValidateSource(s) == nil && got != s {
+			t.Fatalf("valid source %q changed to %q", s, got)
+		}
+	})
+}
