@@ -207,6 +207,9 @@ func (c *Cache) open(ctx context.Context) error {
 		return err
 	}
 	c.tables, c.cat = ts, ts.cat
+	if err := c.relocate(ctx); err != nil {
+		return err
+	}
 	if c.losses, err = openLosses(c.dir); err != nil {
 		return err
 	}

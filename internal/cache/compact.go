@@ -130,6 +130,15 @@ func (c *Cache) compactPartition(ctx context.Context, p *Partition, force bool) 
 		res.Skipped = "not due"
 		return res, nil
 	}
+	return c.rebuild(ctx, p, c.settledRows)
+}
+
+// rebuild moves p (locked by the caller) into a new generation: files of settledRows rows
+// or more, and lone smaller ones, are hard-linked in as they are, runs of smaller files
+// rewritten into one. The old generation is retired once the new one is current.
+func (c *Cache) rebuild(ctx context.Context, p *Partition, settledRows int64) (CompactResult, error) {
+	old := p.gen
+	res := CompactResult{Dataset: p.Dataset, Partition: p.Name(), From: old.name, FilesBefore: len(old.files)}
 	n, _ := genNumber(old.name)
 	// The new generation keeps the old one's stored names and field ids, so hard-linked
 	// files mean the same in both.
@@ -143,7 +152,7 @@ func (c *Cache) compactPartition(ctx context.Context, p *Partition, force bool) 
 		return res, err
 	}
 	if len(old.files) > 0 {
-		tx, err := g.fill(ctx, old, c.settledRows, c.link)
+		tx, err := g.fill(ctx, old, settledRows, c.link)
 		if err != nil {
 			return abandon(fmt.Errorf("compact %s/%s: %w", p.Dataset, p.Name(), err))
 		}

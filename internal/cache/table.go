@@ -86,6 +86,9 @@ type generation struct {
 	// escaped: user columns are stored under physicalName (names.go); false only for
 	// generations written before that, whose stored names are the field names.
 	escaped bool
+	// moved is the directory the metadata was written for, when the home has been moved or
+	// copied since (relocate.go); files then names the generation's own copies.
+	moved string
 }
 
 // marks are a generation's bounds kept as table properties, carried into every new
@@ -172,6 +175,15 @@ func loadGeneration(ctx context.Context, cat *hadoop.Catalog, warehouse string, 
 	defer lk.Unlock()
 	if g.tbl, err = cat.LoadTable(ctx, ident); err != nil {
 		return nil, fmt.Errorf("load table %v: %w", ident, err)
+	}
+	if g.moved = g.movedFrom(); g.moved != "" {
+		if err := g.readMarks(); err != nil {
+			return nil, err
+		}
+		if g.files, err = g.movedFiles(g.moved); err != nil {
+			return nil, err
+		}
+		return g, nil
 	}
 	if err := g.reload(ctx); err != nil {
 		return nil, err
