@@ -274,3 +274,40 @@ func TestUnstorableRowIsSetAside(t *testing.T) {
 		t.Errorf("after restart %d rows", len(rows))
 	}
 }
+
+// TestSchemaVersionsStayBounded: a table that gains a column at every commit keeps at most
+// two schemas in its metadata (the current one and the current snapshot's), so adding a
+// column costs O(columns), and every value still reads back after the old schemas are gone.
+func TestSchemaVersionsStayBounded(t *testing.T) {
+	ctx := context.Background()
+	c := openTest(t, t.TempDir())
+	defer c.Close(ctx)
+	const n = 40
+	for i := range n {
+		if _, err := c.Ingest("logs", "web", []byte(fmt.Sprintf(`{"f%02d":%d}`+"\n", i, i))); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		p := c.tables.lookup("logs", "source=web")
+		if got := len(p.gen.tbl.Metadata().Schemas()); got > 2 {
+			t.Fatalf("after %d commits the table keeps %d schemas", i+1, got)
+		}
+	}
+	rows := scanJSON(t, c, "logs", "source=web")
+	if len(rows) != n {
+		t.Fatalf("%d rows", len(rows))
+	}
+	for i, r := range rows {
+		if k := fmt.Sprintf("f%02d", i); fmt.Sprint(r[k]) != fmt.Sprint(i) {
+			t.Errorf("row %d: %s = %v", i, k, r[k])
+		}
+	}
+	if _, err := c.Compact(ctx, true, nil); err != nil {
+		t.Fatal(err)
+	}
+	if rows := scanJSON(t, c, "logs", "source=web"); len(rows) != n || fmt.Sprint(rows[n-1][fmt.Sprintf("f%02d", n-1)]) != fmt.Sprint(n-1) {
+		t.Errorf("after compaction: %v", rows[len(rows)-1])
+	}
+}

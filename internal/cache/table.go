@@ -436,9 +436,37 @@ func (g *generation) addColumns(ctx context.Context, cols []Column) error {
 	if err := us.Commit(); err != nil {
 		return fmt.Errorf("table %v: add columns: %w", g.ident, err)
 	}
-	tbl, err := tx.Commit(ctx)
-	if err != nil {
+	if err := g.commit(ctx, tx); err != nil {
 		return fmt.Errorf("table %v: commit schema: %w", g.ident, err)
+	}
+	return g.dropOldSchemas(ctx)
+}
+
+// dropOldSchemas removes every schema but the current one and the one the current snapshot
+// was written with. Iceberg keeps each schema version in the table metadata, so a table
+// that gains a column per commit would otherwise carry (and rewrite, and parse, at every
+// commit) a metadata file growing with the square of its columns.
+func (g *generation) dropOldSchemas(ctx context.Context) error {
+	keep := map[int]bool{g.tbl.Schema().ID: true}
+	if snap := g.tbl.CurrentSnapshot(); snap != nil && snap.SchemaID != nil {
+		keep[*snap.SchemaID] = true
+	}
+	var old []int
+	for _, sc := range g.tbl.Metadata().Schemas() {
+		if !keep[sc.ID] {
+			old = append(old, sc.ID)
+		}
+	}
+	if len(old) == 0 {
+		return nil
+	}
+	reqs := []table.Requirement{table.AssertTableUUID(g.tbl.Metadata().TableUUID()), table.AssertCurrentSchemaID(g.tbl.Schema().ID)}
+	if _, _, err := g.cat.CommitTable(ctx, g.ident, reqs, []table.Update{table.NewRemoveSchemasUpdate(old)}); err != nil {
+		return fmt.Errorf("table %v: drop old schemas: %w", g.ident, err)
+	}
+	tbl, err := g.cat.LoadTable(ctx, g.ident)
+	if err != nil {
+		return fmt.Errorf("table %v: reload after dropping old schemas: %w", g.ident, err)
 	}
 	g.tbl = tbl
 	return nil
