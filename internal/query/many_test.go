@@ -39,4 +39,12 @@ func TestRunManyPartitions(t *testing.T) {
 	if strings.TrimSpace(out) != fmt.Sprintf(`{"n":%d,"m":1}`, parts) {
 		t.Fatalf("got %s", out)
 	}
+	// With the partition column too: every row names its own partition.
+	out, err = run(t, []Table{tbl}, "SELECT count(DISTINCT _hyp_partition) AS n, count(*) FILTER (WHERE _hyp_partition = 'source=s' || (_hyp_ingest_seq - 1)) AS m FROM logs", Options{Format: FormatJSONL, Internal: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(out) != fmt.Sprintf(`{"n":%d,"m":%d}`, parts, parts) {
+		t.Fatalf("internal: got %s", out)
+	}
 }

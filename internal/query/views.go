@@ -15,6 +15,7 @@ const (
 	internalPrefix  = "_hyp_"
 	partitionColumn = "_hyp_partition"
 	overflowColumn  = "_hyp_overflow"
+	fileColumn      = "_hyp_file" // read_parquet's file name column, never shown
 )
 
 func hidden(name string) bool {
@@ -92,9 +93,11 @@ type viewColumn struct {
 // Files are read by Parquet field id, never by stored column name: read_parquet's schema
 // map names each field id of the partition's table as the column is queried, and gives
 // NULL for a column a file predates. A column the partition's table does not have at all
-// is a typed NULL. Partitions whose tables agree on every field id share one read_parquet
-// (unless the partition column is wanted), so a dataset of many partitions stays one
-// short scan list. Binding reads no file until a query uses the view.
+// is a typed NULL. Partitions whose tables agree on every field id share one read_parquet,
+// so a dataset of many partitions is a few multi-file scans, which DuckDB opens a few
+// files at a time (one scan per partition opened every file at once: 10,000 partitions ran
+// out of descriptors); with the partition column, each row's file names its partition.
+// Binding reads no file until a query uses the view.
 func viewSQL(t Table, internal bool) (string, error) {
 	names := Names(t.Columns)
 	var cols []viewColumn
@@ -115,9 +118,9 @@ func viewSQL(t Table, internal bool) (string, error) {
 	}
 
 	type scan struct {
-		ids   []int // field id of cols[i] in these files; 0 when they have none
-		files []string
-		part  string
+		ids   []int    // field id of cols[i] in these files; 0 when they have none
+		files []string // and the partition of each
+		parts []string
 	}
 	var scans []*scan
 	byIDs := map[string]*scan{}
@@ -131,13 +134,16 @@ func viewSQL(t Table, internal bool) (string, error) {
 			ids[i] = p.FieldIDs[c.Name]
 			fmt.Fprintf(&key, "%d,", ids[i])
 		}
-		if sc := byIDs[key.String()]; sc != nil && !internal {
-			sc.files = append(sc.files, p.Files...)
-			continue
+		sc := byIDs[key.String()]
+		if sc == nil {
+			sc = &scan{ids: ids}
+			scans = append(scans, sc)
+			byIDs[key.String()] = sc
 		}
-		sc := &scan{ids: ids, files: slices.Clone(p.Files), part: p.Name}
-		scans = append(scans, sc)
-		byIDs[key.String()] = sc
+		for _, f := range p.Files {
+			sc.files = append(sc.files, f)
+			sc.parts = append(sc.parts, p.Name)
+		}
 	}
 
 	var branches []string
@@ -149,20 +155,32 @@ func viewSQL(t Table, internal bool) (string, error) {
 				continue
 			}
 			entries = append(entries, fmt.Sprintf("%d: {name: %s, type: %s, default_value: NULL}", sc.ids[i], quoteString(c.name), quoteString(c.duckType)))
-			sel = append(sel, quoteIdent(c.name))
-		}
-		if internal {
-			sel = append(sel, quoteString(sc.part)+" AS "+quoteIdent(partitionColumn))
+			sel = append(sel, "r."+quoteIdent(c.name))
 		}
 		files := make([]string, len(sc.files))
 		for i, f := range sc.files {
 			files[i] = quoteString(f)
 		}
-		from := fmt.Sprintf("read_parquet([%s], schema = MAP {%s})", strings.Join(files, ", "), strings.Join(entries, ", "))
-		if len(entries) == 0 {
-			from = fmt.Sprintf("read_parquet([%s])", strings.Join(files, ", "))
+		opts := ""
+		if len(entries) > 0 {
+			opts = ", schema = MAP {" + strings.Join(entries, ", ") + "}"
 		}
-		branches = append(branches, fmt.Sprintf("SELECT %s FROM %s", strings.Join(sel, ", "), from))
+		join := ""
+		if internal {
+			// One scan may cover several partitions; each row's file names its partition.
+			if parts := slices.Compact(slices.Clone(sc.parts)); len(parts) == 1 {
+				sel = append(sel, quoteString(parts[0])+" AS "+quoteIdent(partitionColumn))
+			} else {
+				opts += ", filename = " + quoteString(fileColumn)
+				pairs := make([]string, len(sc.files))
+				for i := range sc.files {
+					pairs[i] = "(" + files[i] + ", " + quoteString(sc.parts[i]) + ")"
+				}
+				join = fmt.Sprintf(" JOIN (VALUES %s) AS m(f, p) ON r.%s = m.f", strings.Join(pairs, ", "), quoteIdent(fileColumn))
+				sel = append(sel, "m.p AS "+quoteIdent(partitionColumn))
+			}
+		}
+		branches = append(branches, fmt.Sprintf("SELECT %s FROM read_parquet([%s]%s) AS r%s", strings.Join(sel, ", "), strings.Join(files, ", "), opts, join))
 	}
 	if len(branches) == 0 {
 		sel := make([]string, len(cols))
