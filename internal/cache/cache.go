@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/apache/iceberg-go/catalog/hadoop"
@@ -36,6 +37,35 @@ import (
 
 // ErrLocked means another process owns the cache for writing.
 var ErrLocked = errors.New("the cache is locked by another hyp process (is a daemon running on this home?)")
+
+// ErrDiskFull means a request's rows could not be made durable for lack of space. Nothing
+// of it was stored; the same request succeeds once there is room again.
+var ErrDiskFull = errors.New("no space left for the cache")
+
+// ErrUnavailable means the write-ahead log failed in a way it cannot vouch for what it
+// wrote (a failed fsync): nothing more is acknowledged until the process restarts; reads
+// still work.
+var ErrUnavailable = errors.New("the cache's write-ahead log failed; restart hyp to recover")
+
+// storeError classifies a failure to make rows durable.
+func storeError(err error) error {
+	var failed *wal.FailedError
+	switch {
+	case errors.Is(err, wal.ErrNoSpace), errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return fmt.Errorf("%w: %v", ErrDiskFull, err)
+	case errors.As(err, &failed):
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return err
+}
+
+// Err is the cache's lasting failure, when its log can no longer take rows.
+func (c *Cache) Err() error {
+	if err := c.wal.Err(); err != nil {
+		return storeError(err)
+	}
+	return nil
+}
 
 const (
 	lockFile = "LOCK"

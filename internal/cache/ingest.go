@@ -231,14 +231,14 @@ func (c *Cache) append(dataset string, groups []*groupBuilder) (Result, error) {
 	if seq > c.reserved {
 		if err := c.reserve(seq + seqBlock); err != nil {
 			c.mu.Unlock()
-			return Result{}, err
+			return Result{}, storeError(err)
 		}
 	}
 	c.enc = appendRecord(c.enc[:0], &rec)
 	ticket, err := c.wal.Append(c.enc)
 	if err != nil {
 		c.mu.Unlock()
-		return Result{}, err
+		return Result{}, storeError(err)
 	}
 	c.nextSeq, c.lastAt = seq, rec.IngestedAt
 	if cap(c.enc) > 32<<20 {
@@ -246,7 +246,8 @@ func (c *Cache) append(dataset string, groups []*groupBuilder) (Result, error) {
 	}
 	c.mu.Unlock()
 	if err := c.wal.Wait(ticket); err != nil {
-		return Result{}, err
+		// The seqs handed out stay used: seqs may skip, they are never reused.
+		return Result{}, storeError(err)
 	}
 	return Result{Accepted: total, FirstSeq: first, LastSeq: seq - 1}, nil
 }

@@ -132,9 +132,10 @@ func serve(ctx context.Context, dir string, cfg *config.Config, listen string, l
 		MaxBodyBytes: cfg.Ingest.MaxBodyBytes,
 		Registerer:   n.Reg,
 		Gatherer:     n.Reg,
-		Ready:        isReady.Load,
-		Logger:       log,
-		Budget:       budget,
+		// Not ready once the log has failed for good: reads still work, ingest cannot.
+		Ready:  func() bool { return isReady.Load() && n.Cache.Err() == nil },
+		Logger: log,
+		Budget: budget,
 	})
 	if err != nil {
 		n.Close(ctx)

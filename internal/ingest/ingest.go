@@ -330,8 +330,20 @@ func (h *handler) storeError(dataset string, err error) *httpbody.Error {
 		return &httpbody.Error{Status: http.StatusBadRequest, Kind: ie.Kind, Line: ie.Line, Msg: ie.Msg}
 	}
 	h.log.Error("ingest: store failed", "dataset", dataset, "err", err)
+	switch {
+	case errors.Is(err, cache.ErrDiskFull):
+		h.metrics.unavailable.diskFull.Add(1)
+		return &httpbody.Error{Status: http.StatusInsufficientStorage, Kind: "disk_full", Msg: err.Error(), RetryAfter: retryStore}
+	case errors.Is(err, cache.ErrUnavailable):
+		h.metrics.unavailable.ioError.Add(1)
+		return &httpbody.Error{Status: http.StatusServiceUnavailable, Kind: "unavailable", Msg: err.Error(), RetryAfter: retryStore}
+	}
 	return &httpbody.Error{Status: http.StatusInternalServerError, Kind: "storage_error", Msg: err.Error()}
 }
+
+// retryStore is the Retry-After (seconds) of a request the store could not take: space
+// comes back when retention or an operator frees it, not within a second.
+const retryStore = 5
 
 // reject counts a rejected ingest or OTLP request and writes its reply. A dataset name that
 // is not valid is counted as "" so garbage names cannot grow the label set.

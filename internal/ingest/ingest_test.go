@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -566,6 +567,8 @@ func TestOTLPStoreErrors(t *testing.T) {
 	}{
 		{"input error", &cache.InputError{Kind: "bad_dataset", Msg: "no"}, 400, "bad_dataset"},
 		{"storage failure", errors.New("disk full"), 500, "storage_error"},
+		{"disk full", fmt.Errorf("%w: write: no space left", cache.ErrDiskFull), 507, "disk_full"},
+		{"log failed", fmt.Errorf("%w: fsync: EIO", cache.ErrUnavailable), 503, "unavailable"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -573,7 +576,27 @@ func TestOTLPStoreErrors(t *testing.T) {
 			th.store.err = tc.err
 			rec := th.do("POST", "/v1/logs", "application/x-protobuf", "", body)
 			checkError(t, rec, tc.wantCode, tc.wantKind)
+			if tc.wantCode >= 503 && rec.Header().Get("Retry-After") == "" {
+				t.Errorf("%d without Retry-After", tc.wantCode)
+			}
 		})
+	}
+}
+
+// TestStoreUnavailableIsCounted: a request the store cannot take is counted by reason.
+func TestStoreUnavailableIsCounted(t *testing.T) {
+	th := newTestHandler(t, 1<<20, nil)
+	th.store.err = fmt.Errorf("%w: x", cache.ErrDiskFull)
+	for range 2 {
+		checkError(t, th.do("POST", "/v1/ingest/app", "", "", []byte(`{"a":1}`)), 507, "disk_full")
+	}
+	th.store.err = fmt.Errorf("%w: x", cache.ErrUnavailable)
+	checkError(t, th.do("POST", "/v1/ingest/app", "", "", []byte(`{"a":1}`)), 503, "unavailable")
+	rec := th.do("GET", "/metrics", "", "", nil)
+	for _, want := range []string{`hyp_ingest_unavailable_total{reason="disk_full"} 2`, `hyp_ingest_unavailable_total{reason="io_error"} 1`} {
+		if !strings.Contains(rec.Body.String(), want) {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 }
 

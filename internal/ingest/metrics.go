@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -12,6 +13,9 @@ type metrics struct {
 	rows     *prometheus.CounterVec
 	rejected *prometheus.CounterVec
 	requests *prometheus.CounterVec
+	// unavailable counts the requests the store could not take (disk_full, io_error); the
+	// budget's refusals (memory) are read from it at scrape time.
+	unavailable *unavailableCollector
 	// duration is resolved per endpoint up front: the set is closed, and every series then
 	// exists (at zero) from the first scrape.
 	duration [numEndpoints]prometheus.Observer
@@ -44,14 +48,8 @@ func newMetrics(reg prometheus.Registerer, budget *httpbody.Budget) (*metrics, e
 	for ep, name := range endpointNames {
 		m.duration[ep] = duration.WithLabelValues(name)
 	}
-	collectors := []prometheus.Collector{m.rows, m.rejected, m.requests, duration}
-	if budget != nil {
-		collectors = append(collectors, prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name:        "hyp_ingest_unavailable_total",
-			Help:        "Requests answered 503 unavailable, by reason; memory: the listener held its limit of request-body bytes.",
-			ConstLabels: prometheus.Labels{"reason": "memory"},
-		}, func() float64 { return float64(budget.Refused()) }))
-	}
+	m.unavailable = &unavailableCollector{budget: budget}
+	collectors := []prometheus.Collector{m.rows, m.rejected, m.requests, duration, m.unavailable}
 	for i, c := range collectors {
 		if err := reg.Register(c); err != nil {
 			// Leave the registry as it was, so the caller can retry or carry on without us.
@@ -62,4 +60,26 @@ func newMetrics(reg prometheus.Registerer, budget *httpbody.Budget) (*metrics, e
 		}
 	}
 	return m, nil
+}
+
+var unavailableDesc = prometheus.NewDesc("hyp_ingest_unavailable_total",
+	"Requests the daemon could not take, by reason: disk_full (answered 507), io_error (the log failed; 503), memory (the listener held its limit of request-body bytes; 503).",
+	[]string{"reason"}, nil)
+
+// unavailableCollector is one family for every reason a request could not be taken, so the
+// listener's budget (counted where it refuses) and the store's failures (counted here)
+// share it.
+type unavailableCollector struct {
+	budget            *httpbody.Budget
+	diskFull, ioError atomic.Uint64
+}
+
+func (u *unavailableCollector) Describe(ch chan<- *prometheus.Desc) { ch <- unavailableDesc }
+
+func (u *unavailableCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(unavailableDesc, prometheus.CounterValue, float64(u.diskFull.Load()), "disk_full")
+	ch <- prometheus.MustNewConstMetric(unavailableDesc, prometheus.CounterValue, float64(u.ioError.Load()), "io_error")
+	if u.budget != nil {
+		ch <- prometheus.MustNewConstMetric(unavailableDesc, prometheus.CounterValue, float64(u.budget.Refused()), "memory")
+	}
 }

@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/hyp-project/hyp/internal/fsutil"
 )
@@ -39,6 +40,40 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // ErrClosed is returned by appends after Close.
 var ErrClosed = errors.New("wal: closed")
 
+// ErrNoSpace fails the records of a write the filesystem had no room for. It is not
+// sticky: the partial bytes are cut off, nothing written before is touched, and the log
+// takes records again at once, so ingest succeeds again as soon as there is space.
+var ErrNoSpace = errors.New("wal: no space left on the device")
+
+// FailedError is the sticky failure of a log that can no longer vouch for what it wrote (a
+// failed fsync, a write it could not undo): nothing more is acknowledged until the process
+// restarts and replays what is on disk.
+type FailedError struct{ Err error }
+
+func (e *FailedError) Error() string { return "wal: failed, restart needed: " + e.Err.Error() }
+func (e *FailedError) Unwrap() error { return e.Err }
+
+// segmentFile is what the log needs of a segment file; tests put faults in through
+// Log.create.
+type segmentFile interface {
+	Write([]byte) (int, error)
+	Sync() error
+	Truncate(int64) error
+	Seek(int64, int) (int64, error)
+	Close() error
+	Name() string
+}
+
+func createSegment(path string) (segmentFile, error) {
+	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+}
+
+// failedRange is tickets from..to whose write failed with err.
+type failedRange struct {
+	from, to uint64
+	err      error
+}
+
 // Log is the writer side. Append and Wait are safe for concurrent use; callers that need
 // records in a particular order serialise their Append calls themselves.
 type Log struct {
@@ -51,11 +86,13 @@ type Log struct {
 	buf      []byte // framed records not yet written
 	spare    []byte
 	appended uint64 // ticket of the last appended record
-	synced   uint64 // ticket of the last durable record
-	err      error  // sticky: after a failed write or fsync nothing more is acknowledged
+	synced   uint64 // ticket of the last record written out, durable unless in failed
+	failed   []failedRange
+	err      error // sticky (*FailedError): after a failed fsync nothing more is acknowledged
 	closed   bool
+	create   func(path string) (segmentFile, error)
 
-	seg       *os.File
+	seg       segmentFile
 	segIndex  uint64
 	segSize   int64
 	firstSize int64 // bytes of the segment's first record, which alone does not need sealing
@@ -101,6 +138,10 @@ func List(dir string) ([]Segment, error) {
 // any damage found later). Existing segments are returned sealed, for the owner to replay and
 // release; the newest has any torn tail cut off first.
 func Open(dir string, first func(sealed []Segment) ([]byte, error)) (*Log, []Segment, error) {
+	return open(dir, first, createSegment)
+}
+
+func open(dir string, first func(sealed []Segment) ([]byte, error), create func(string) (segmentFile, error)) (*Log, []Segment, error) {
 	if err := fsutil.MkdirAllSync(dir); err != nil {
 		return nil, nil, err
 	}
@@ -119,7 +160,7 @@ func Open(dir string, first func(sealed []Segment) ([]byte, error)) (*Log, []Seg
 	if err != nil {
 		return nil, nil, err
 	}
-	l := &Log{dir: dir, done: make(chan struct{})}
+	l := &Log{dir: dir, done: make(chan struct{}), create: create}
 	l.cond = sync.NewCond(&l.mu)
 	if err := l.openSegment(next); err != nil {
 		return nil, nil, err
@@ -180,12 +221,14 @@ func appendFrame(dst, payload []byte) []byte {
 }
 
 func (l *Log) openSegment(i uint64) error {
-	f, err := os.OpenFile(filepath.Join(l.dir, segName(i)), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := l.create(filepath.Join(l.dir, segName(i)))
 	if err != nil {
 		return fmt.Errorf("wal: create segment: %w", err)
 	}
 	if err := fsutil.SyncDir(l.dir); err != nil {
+		// Gone again, so the next attempt can create it afresh.
 		f.Close()
+		os.Remove(f.Name())
 		return err
 	}
 	l.seg, l.segIndex, l.segSize = f, i, 0
@@ -213,16 +256,29 @@ func (l *Log) Append(payload []byte) (uint64, error) {
 	return l.appended, nil
 }
 
-// Wait blocks until the record with ticket is durable, or the log failed.
+// Wait blocks until the record with ticket is durable, or its write failed (ErrNoSpace),
+// or the log failed (*FailedError).
 func (l *Log) Wait(ticket uint64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for l.synced < ticket && l.err == nil {
 		l.cond.Wait()
 	}
+	for _, f := range l.failed {
+		if f.from <= ticket && ticket <= f.to {
+			return f.err
+		}
+	}
 	if l.synced >= ticket {
 		return nil
 	}
+	return l.err
+}
+
+// Err is the log's sticky failure, or nil while it takes records.
+func (l *Log) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	return l.err
 }
 
@@ -250,23 +306,40 @@ func (l *Log) syncLoop() {
 	}
 }
 
-// writeOut writes and fsyncs everything buffered; the caller holds ioMu.
+// writeOut writes and fsyncs everything buffered; the caller holds ioMu. A write that
+// runs out of space fails only its own records: the bytes it got onto the file are cut off
+// again and the log goes on. Any other failure, and a failed fsync (after which the kernel
+// may have dropped dirty pages it will never write), is sticky.
 func (l *Log) writeOut() error {
 	l.mu.Lock()
-	buf, target := l.buf, l.appended
+	buf, target, from := l.buf, l.appended, l.synced+1
 	l.buf, l.spare = l.spare[:0], nil
 	l.mu.Unlock()
 	var err error
+	var noSpace bool
 	if len(buf) > 0 {
 		if _, err = l.seg.Write(buf); err == nil {
-			err = l.seg.Sync()
+			if err = l.seg.Sync(); err == nil {
+				l.segSize += int64(len(buf))
+			}
+		} else if isNoSpace(err) {
+			noSpace = true
+			if terr := l.undo(); terr != nil {
+				err, noSpace = fmt.Errorf("%w; cutting the partial write: %v", err, terr), false
+			}
 		}
-		l.segSize += int64(len(buf))
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err != nil {
-		l.err = fmt.Errorf("wal: write segment %d: %w", l.segIndex, err)
+	switch {
+	case noSpace:
+		l.failed = append(l.failed, failedRange{from, target, ErrNoSpace})
+		if len(l.failed) > 64 {
+			// A waiter wakes as soon as its range is added; the oldest are long read.
+			l.failed = l.failed[len(l.failed)-64:]
+		}
+	case err != nil:
+		l.err = &FailedError{Err: fmt.Errorf("write segment %d: %w", l.segIndex, err)}
 		l.cond.Broadcast()
 		return l.err
 	}
@@ -278,6 +351,19 @@ func (l *Log) writeOut() error {
 	}
 	l.cond.Broadcast()
 	return nil
+}
+
+// undo cuts the segment back to its last complete write.
+func (l *Log) undo() error {
+	if err := l.seg.Truncate(l.segSize); err != nil {
+		return err
+	}
+	_, err := l.seg.Seek(l.segSize, io.SeekStart)
+	return err
+}
+
+func isNoSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 // Rotate makes everything appended so far durable, seals the current segment and starts a
@@ -298,14 +384,16 @@ func (l *Log) Rotate(first []byte) (Segment, bool, error) {
 	if l.segSize <= l.firstSize {
 		return Segment{}, false, nil
 	}
-	sealed := Segment{Index: l.segIndex, Path: l.seg.Name()}
-	if err := l.seg.Close(); err != nil {
-		l.err = fmt.Errorf("wal: close segment: %w", err)
-		return Segment{}, false, l.err
-	}
+	// The next segment is created before this one is closed: a full disk that refuses the
+	// new file leaves the log writing where it was, not stopped.
+	old := l.seg
+	sealed := Segment{Index: l.segIndex, Path: old.Name()}
 	if err := l.openSegment(l.segIndex + 1); err != nil {
-		l.err = err
 		return Segment{}, false, err
+	}
+	if err := old.Close(); err != nil {
+		l.err = &FailedError{Err: fmt.Errorf("close segment %d: %w", sealed.Index, err)}
+		return Segment{}, false, l.err
 	}
 	l.buf = append(appendFrame(l.spare[:0], first), l.buf...)
 	l.spare = nil
