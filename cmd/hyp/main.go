@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/hyp-project/hyp/internal/home"
 )
 
 // usageError makes the process exit 2 (SPEC 7).
@@ -25,6 +27,7 @@ type globals struct {
 }
 
 func main() {
+	home.Private()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	g := &globals{}

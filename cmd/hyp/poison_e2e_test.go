@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -253,6 +254,29 @@ func TestPoisonCorpus(t *testing.T) {
 		t.Errorf("cache status should list no losses (an empty list): %v %s", err, r)
 	}
 	d.stop(t)
+	for _, dir := range []string{home, srvHome, root} {
+		requirePrivate(t, dir)
+	}
+}
+
+// requirePrivate fails for any file or directory hyp made under dir that its owner's group
+// or others may read, write or enter (SPEC 2: telemetry holds secrets). hyp.yaml is the
+// operator's (the test writes it 0644); the home's own 0700 keeps it from others.
+func requirePrivate(t *testing.T, dir string) {
+	t.Helper()
+	bad := 0
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		info, err := d.Info()
+		if err == nil && info.Mode().Perm()&0o077 != 0 && d.Name() != "hyp.yaml" {
+			if bad++; bad <= 5 {
+				t.Errorf("%s is %v, want private (no group or other bits)", p, info.Mode().Perm())
+			}
+		}
+		return nil
+	})
 }
 
 func mustPost(t *testing.T, addr, path string, body []byte, want int) map[string]any {

@@ -44,7 +44,7 @@ type Destination interface {
 // directory if needed. Its name ends in ".tmp" so no glob for finished files matches it.
 func CreateTemp(d Destination) (*os.File, error) {
 	dir := d.TempDir()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create temp dir for %s: %w", d, err)
 	}
 	f, err := os.CreateTemp(dir, "unit-*.tmp")

@@ -77,7 +77,7 @@ func syncFile(path string) error {
 		return fmt.Errorf("open export file: %w", err)
 	}
 	defer f.Close()
-	if err := f.Chmod(0o644); err != nil {
+	if err := f.Chmod(0o600); err != nil {
 		return fmt.Errorf("chmod %s: %w", path, err)
 	}
 	if err := f.Sync(); err != nil {

@@ -39,7 +39,7 @@ func TestLocalFSPut(t *testing.T) {
 	if got, err := os.ReadFile(dst); err != nil || string(got) != "first" {
 		t.Fatalf("read %s: %q, %v", dst, got, err)
 	}
-	if st, err := os.Stat(dst); err != nil || st.Mode().Perm() != 0o644 {
+	if st, err := os.Stat(dst); err != nil || st.Mode().Perm() != 0o600 { // private: exports hold telemetry (SPEC 2)
 		t.Fatalf("stat %s: %v, %v", dst, st.Mode(), err)
 	}
 	if _, err := os.Stat(tmp); !os.IsNotExist(err) {

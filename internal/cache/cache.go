@@ -117,6 +117,8 @@ type tableSet struct {
 	cat *hadoop.Catalog
 	mu  sync.RWMutex
 	ds  map[string]*dataset
+	// notes are what loading had to repair (a lost CURRENT pointer), for the writer to log.
+	notes []string
 }
 
 type dataset struct {
@@ -237,6 +239,9 @@ func (c *Cache) open(ctx context.Context) error {
 		return err
 	}
 	c.tables, c.cat = ts, ts.cat
+	for _, n := range ts.notes {
+		c.log.Warn("cache state repaired at open", "what", n)
+	}
 	if err := c.relocate(ctx); err != nil {
 		return err
 	}
@@ -301,7 +306,7 @@ func readSeqState(path string) (seqState, error) {
 
 func (c *Cache) reserve(upTo int64) error {
 	b, _ := json.Marshal(seqState{Reserved: upTo})
-	if err := fsutil.WriteFileAtomic(filepath.Join(c.dir, seqFile), b, 0o644); err != nil {
+	if err := fsutil.WriteFileAtomic(filepath.Join(c.dir, seqFile), b, 0o600); err != nil {
 		return fmt.Errorf("reserve seqs: %w", err)
 	}
 	c.reserved = upTo

@@ -190,7 +190,7 @@ func (g *generation) fill(ctx context.Context, old *generation, settledRows int6
 		return nil, err
 	}
 	dataDir := filepath.Join(g.dir, "data")
-	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, err
 	}
 	var linked []string

@@ -125,3 +125,47 @@ func TestCopiedAndMovedCachesRunOnTheirOwn(t *testing.T) {
 	assertIDs(t, c, "web", 150)
 	assertIDs(t, c, "db", 30)
 }
+
+// TestLostCurrentPointerDeletesNothing: an empty, garbage or deleted CURRENT file (and one
+// naming a generation that is gone) costs no row: the partition takes the generation
+// holding the most, and the next open keeps it.
+func TestLostCurrentPointerDeletesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		harm func(path string) error
+	}{
+		{"deleted", os.Remove},
+		{"empty", func(p string) error { return os.WriteFile(p, nil, 0o600) }},
+		{"garbage", func(p string) error { return os.WriteFile(p, []byte("\x00\x01zz\n"), 0o600) }},
+		{"names a missing generation", func(p string) error { return os.WriteFile(p, []byte("gen-00000099\n"), 0o600) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			c := openTest(t, dir)
+			ingestN(t, c, "web", 0, 100)
+			if err := c.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			ingestN(t, c, "web", 100, 100)
+			if _, err := c.Compact(ctx, true, nil); err != nil {
+				t.Fatal(err)
+			}
+			ingestN(t, c, "web", 200, 100)
+			if err := c.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(dir, "logs", "source=web", currentFile)
+			if err := tc.harm(p); err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				c = openTest(t, dir)
+				assertIDs(t, c, "web", 300)
+				if err := c.Close(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}

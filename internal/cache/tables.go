@@ -90,6 +90,26 @@ func (ts *tableSet) loadPartition(ctx context.Context, ds *dataset, pdir string,
 		return nil, err
 	}
 	curName := strings.TrimSpace(string(cur))
+	// CURRENT is one small pointer; losing it must never cost the data it points at. When
+	// it is missing, empty or names no generation, the partition takes the generation that
+	// holds the most (highest committed seq, then newest), and keeps every other one.
+	recovered := false
+	if _, ok := genNumber(curName); !ok || !genExists(filepath.Join(pdir, curName)) {
+		best, err := ts.bestGeneration(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		if best != "" {
+			ts.notes = append(ts.notes, fmt.Sprintf("partition %s/%s: %s is %q; using %s, the generation holding the most, and keeping the others",
+				ds.name, rec.Partition, currentFile, curName, best))
+			curName, recovered = best, true
+			if gc {
+				if err := setCurrent(pdir, curName); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
 	if curName != "" {
 		g, err := loadGeneration(ctx, ts.cat, ts.dir, ts.namespace(p), curName)
 		if err != nil {
@@ -97,7 +117,7 @@ func (ts *tableSet) loadPartition(ctx context.Context, ds *dataset, pdir string,
 		}
 		p.gen = g
 	}
-	if gc {
+	if gc && !recovered {
 		ents, _ := os.ReadDir(pdir)
 		for _, e := range ents {
 			if _, ok := genNumber(e.Name()); ok && e.IsDir() && e.Name() != curName {
@@ -107,6 +127,30 @@ func (ts *tableSet) loadPartition(ctx context.Context, ds *dataset, pdir string,
 		p.collect(ts.dir)
 	}
 	return p, nil
+}
+
+// bestGeneration names the generation of p holding the most: the highest committed seq,
+// then the highest number; "" when p has none that loads.
+func (ts *tableSet) bestGeneration(ctx context.Context, p *Partition) (string, error) {
+	ents, err := os.ReadDir(p.dir)
+	if err != nil {
+		return "", err
+	}
+	best, bestSeq, bestN := "", int64(-1), -1
+	for _, e := range ents {
+		n, ok := genNumber(e.Name())
+		if !ok || !e.IsDir() || !genExists(filepath.Join(p.dir, e.Name())) {
+			continue
+		}
+		g, err := loadGeneration(ctx, ts.cat, ts.dir, ts.namespace(p), e.Name())
+		if err != nil {
+			continue // an interrupted creation: nothing to read
+		}
+		if seq := g.maxSeq; seq > bestSeq || seq == bestSeq && n > bestN {
+			best, bestSeq, bestN = e.Name(), seq, n
+		}
+	}
+	return best, nil
 }
 
 func validDataset(name string) bool {
@@ -167,7 +211,7 @@ func (ts *tableSet) partition(ds *dataset, name string) (*Partition, error) {
 		return nil, err
 	}
 	b, _ := json.Marshal(partitionRecord{Dataset: ds.name, Partition: name})
-	if err := fsutil.WriteFileAtomic(filepath.Join(pdir, partitionFile), b, 0o644); err != nil {
+	if err := fsutil.WriteFileAtomic(filepath.Join(pdir, partitionFile), b, 0o600); err != nil {
 		return nil, err
 	}
 	p = &Partition{Dataset: ds.name, name: name, dir: pdir}
@@ -197,7 +241,7 @@ func (ts *tableSet) newGeneration(ctx context.Context, p *Partition, n int, cols
 
 // setCurrent is the atomic switch between generations.
 func setCurrent(pdir, name string) error {
-	return fsutil.WriteFileAtomic(filepath.Join(pdir, currentFile), []byte(name+"\n"), 0o644)
+	return fsutil.WriteFileAtomic(filepath.Join(pdir, currentFile), []byte(name+"\n"), 0o600)
 }
 
 // partitions returns every partition, sorted by dataset then name.

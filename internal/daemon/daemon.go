@@ -77,7 +77,7 @@ func RunServer(ctx context.Context, dir string, cfg *config.Config, o ServerOpti
 		return err
 	}
 	return serve(ctx, dir, cfg, o.Listen, log, ready, func(ctx context.Context, n *node.Node, ingest http.Handler) (http.Handler, func(), error) {
-		if err := os.MkdirAll(filepath.Join(dir, "server"), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(dir, "server"), 0o700); err != nil {
 			return nil, nil, err
 		}
 		led, err := ledger.Open(filepath.Join(dir, "server", "ledger.db"))
@@ -108,7 +108,7 @@ func RunServer(ctx context.Context, dir string, cfg *config.Config, o ServerOpti
 type frontend func(ctx context.Context, n *node.Node, ingest http.Handler) (h http.Handler, close func(), err error)
 
 func serve(ctx context.Context, dir string, cfg *config.Config, listen string, log *slog.Logger, ready func(string), front frontend) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := home.Prepare(dir); err != nil {
 		return err
 	}
 	n, err := node.Open(ctx, dir, cfg, log)

@@ -67,7 +67,7 @@ func MkdirAllSync(dir string) error {
 			return err
 		}
 	}
-	if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
+	if err := os.Mkdir(dir, 0o700); err != nil && !os.IsExist(err) {
 		return fmt.Errorf("mkdir %s: %w", dir, err)
 	}
 	return SyncDir(parent)

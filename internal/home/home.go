@@ -8,7 +8,25 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 )
+
+// Private makes every file and directory this process creates from now on private to its
+// owner (mode 0600 / 0700, SPEC 2): telemetry holds secrets, and the libraries that write
+// into the home (Iceberg metadata, Parquet, bbolt) create files with the umask's modes.
+func Private() { syscall.Umask(0o077) }
+
+// Prepare creates the home if it is missing and makes it private to its owner, so nothing
+// beneath it (files written by older versions included) is reachable by another user.
+func Prepare(home string) error {
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return fmt.Errorf("home %s: %w", home, err)
+	}
+	if err := os.Chmod(home, 0o700); err != nil {
+		return fmt.Errorf("home %s: make it private: %w", home, err)
+	}
+	return nil
+}
 
 // Resolve picks the home: the --home flag, else $HYP_HOME, else ~/.hyp. The result is absolute.
 func Resolve(flag string) (string, error) {

@@ -34,7 +34,7 @@ func (x *instance) quarantine(ctx context.Context, p Part, u watermark.Unit, cau
 		return q, err
 	}
 	q.File = filepath.Join(dir, fmt.Sprintf("part-%020d-%020d.ndjson", u.First, u.Last))
-	if err := fsutil.WriteFileAtomic(q.File, body, 0o644); err != nil {
+	if err := fsutil.WriteFileAtomic(q.File, body, 0o600); err != nil {
 		return q, err
 	}
 	q.Rows = rows.rows

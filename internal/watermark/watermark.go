@@ -234,7 +234,7 @@ func (s *Store) write(k Key, e *entry, st State) error {
 	if err := fsutil.MkdirAllSync(filepath.Dir(path)); err != nil {
 		return err
 	}
-	if err := fsutil.WriteFileAtomic(path, b, 0o644); err != nil {
+	if err := fsutil.WriteFileAtomic(path, b, 0o600); err != nil {
 		return fmt.Errorf("write watermark %s: %w", k, err)
 	}
 	e.seen, e.written, e.gen = true, b, st.Generation
