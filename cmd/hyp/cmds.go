@@ -285,12 +285,17 @@ func statusCmd(g *globals) *cobra.Command {
 				return err
 			}
 			st := r.Status()
+			lost, err := r.Losses()
+			if err != nil {
+				return err
+			}
 			summary := summarizeSinks(sinks)
 			if asJSON {
 				return printJSON(os.Stdout, map[string]any{
 					"home":     dir,
 					"daemon":   map[string]any{"running": running, "listen": cfg.Ingest.Listen},
 					"datasets": cacheStatusJSON(st),
+					"losses":   nonNilLost(lost),
 					"sinks":    summary,
 				})
 			}
@@ -300,6 +305,7 @@ func statusCmd(g *globals) *cobra.Command {
 			}
 			fmt.Printf("home:    %s\ndaemon:  %s\n\n", dir, state)
 			printCacheStatus(os.Stdout, st)
+			printLosses(os.Stdout, lost)
 			fmt.Println()
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "SINK\tTYPE\tPARTITIONS\tLAG ROWS\tOLDEST UNEXPORTED\tLAST EXPORT\tGAPS\tERRORS")

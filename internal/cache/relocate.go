@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/apache/iceberg-go"
+	icebergio "github.com/apache/iceberg-go/io"
 )
 
 // Iceberg metadata names every file by its absolute path. A home moved to another path, or
@@ -51,50 +52,36 @@ func (g *generation) movedFiles(from string) ([]FileInfo, error) {
 	if snap == nil {
 		return nil, nil
 	}
-	open := func(p string) (*os.File, error) {
-		local, err := g.here(from, p)
-		if err != nil {
+	files, err := g.readFiles(movedIO{g: g, from: from}, snap, false)
+	if err != nil {
+		return nil, err
+	}
+	for i := range files {
+		if files[i].Path, err = g.here(from, files[i].Path); err != nil {
 			return nil, err
 		}
-		return os.Open(local)
 	}
-	f, err := open(snap.ManifestList)
+	sortFiles(files)
+	return files, nil
+}
+
+// movedIO opens, for a name under from, the generation's own copy of that file; it opens
+// nothing else and removes nothing.
+type movedIO struct {
+	g    *generation
+	from string
+}
+
+func (m movedIO) Open(name string) (icebergio.File, error) {
+	local, err := m.g.here(m.from, name)
 	if err != nil {
-		return nil, fmt.Errorf("table %v: read manifest list: %w", g.ident, err)
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
 	}
-	mfs, err := iceberg.ReadManifestList(f)
-	f.Close()
-	if err != nil {
-		return nil, fmt.Errorf("table %v: read manifest list: %w", g.ident, err)
-	}
-	var out []FileInfo
-	for _, mf := range mfs {
-		if mf.ManifestContent() != iceberg.ManifestContentData {
-			return nil, fmt.Errorf("table %v: unexpected delete manifest %s", g.ident, mf.FilePath())
-		}
-		f, err := open(mf.FilePath())
-		if err != nil {
-			return nil, fmt.Errorf("table %v: read manifest: %w", g.ident, err)
-		}
-		entries, err := iceberg.ReadManifest(mf, f, true)
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("table %v: read manifest %s: %w", g.ident, mf.FilePath(), err)
-		}
-		for _, e := range entries {
-			df := e.DataFile()
-			if df.ContentType() != iceberg.EntryContentData {
-				return nil, fmt.Errorf("table %v: unexpected delete file %s", g.ident, df.FilePath())
-			}
-			fi := fileInfo(df)
-			if fi.Path, err = g.here(from, df.FilePath()); err != nil {
-				return nil, err
-			}
-			out = append(out, fi)
-		}
-	}
-	sortFiles(out)
-	return out, nil
+	return os.Open(local)
+}
+
+func (m movedIO) Remove(name string) error {
+	return &fs.PathError{Op: "remove", Path: name, Err: fs.ErrPermission}
 }
 
 // relocate moves every partition whose current generation was written somewhere else

@@ -18,6 +18,7 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/catalog"
 	"github.com/apache/iceberg-go/catalog/hadoop"
+	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/hyp-project/hyp/internal/fsutil"
@@ -252,6 +253,11 @@ func (g *generation) dataFiles(ctx context.Context, snap *table.Snapshot, onlyAd
 	if err != nil {
 		return nil, err
 	}
+	return g.readFiles(fio, snap, onlyAdded)
+}
+
+// readFiles is dataFiles through fio.
+func (g *generation) readFiles(fio icebergio.IO, snap *table.Snapshot, onlyAdded bool) ([]FileInfo, error) {
 	mfs, err := snap.Manifests(fio)
 	if err != nil {
 		return nil, fmt.Errorf("table %v: read manifest list: %w", g.ident, err)
