@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 )
@@ -48,7 +49,13 @@ type PrunePolicy struct {
 	MaxAge time.Duration
 	// Consumers returns the partition's consumers and their positions.
 	Consumers func(dataset, partition string) []Consumer
-	DryRun    bool
+	// Record is given a partition's losses before its rows are deleted (an intent); the
+	// delete happens only when it returns nil, so no row is deleted that no loss names.
+	Record func(dataset, partition string, losses []Loss) error
+	// Settle is told, after the delete, through which seq the partition is now pruned:
+	// recorded losses at or below it happened, any above it did not.
+	Settle func(dataset, partition string, prunedThrough int64) error
+	DryRun bool
 }
 
 // Loss is the exact range of rows a prune deleted (or would delete) before one consumer
@@ -171,7 +178,23 @@ func (c *Cache) prunePartition(ctx context.Context, p *Partition, pol PrunePolic
 	if pol.DryRun {
 		return res, nil
 	}
-	return res, g.deleteThrough(ctx, cut, last.IngestedAt)
+	// Order matters: the losses are durable before the delete, and settled after it. A
+	// crash in between leaves them pending, and they are settled against the pruned mark
+	// the table then holds (PrunedThrough), so every lost row is in exactly one loss.
+	if len(res.Losses) > 0 && pol.Record != nil {
+		if err := pol.Record(p.Dataset, p.Name(), res.Losses); err != nil {
+			return PruneResult{Dataset: p.Dataset, Partition: p.Name()}, fmt.Errorf("prune %s/%s: record losses before deleting: %w", p.Dataset, p.Name(), err)
+		}
+	}
+	if err := g.deleteThrough(ctx, cut, last.IngestedAt); err != nil {
+		// Whether the delete committed is unknown: the pending losses stay for the next
+		// prune, or the next start, to settle against the table.
+		return res, err
+	}
+	if len(res.Losses) > 0 && pol.Settle != nil {
+		return res, pol.Settle(p.Dataset, p.Name(), p.gen.prunedThrough)
+	}
+	return res, nil
 }
 
 // loss is what deleting every row up to cut, the last of which is last, takes from c.

@@ -64,6 +64,10 @@ func Open(ctx context.Context, dir string, cfg *config.Config, log *slog.Logger)
 		c.Close(ctx)
 		return nil, err
 	}
+	if err := n.settleGaps(); err != nil {
+		c.Close(ctx)
+		return nil, fmt.Errorf("settle retention gaps left pending: %w", err)
+	}
 	return n, nil
 }
 
@@ -122,17 +126,21 @@ func (n *Node) Prune(ctx context.Context, dryRun bool) ([]cache.PruneResult, err
 	defer n.positions.Unlock()
 	cfg := n.live.Load()
 	r := cfg.Cache.Retention
+	reason := fmt.Sprintf("deleted by retention max_age %s before export", time.Duration(r.MaxAge))
 	res, err := n.Cache.Prune(ctx, cache.PrunePolicy{
 		Retention:    cfg.RetentionFor,
 		HoldForSinks: r.HoldForSinks,
 		MaxAge:       time.Duration(r.MaxAge),
 		Consumers:    n.Sinks.Consumers,
-		DryRun:       dryRun,
+		Record: func(dataset, part string, ls []cache.Loss) error {
+			return n.Sinks.RecordLosses(dataset, part, ls, reason)
+		},
+		Settle: n.Sinks.SettleGaps,
+		DryRun: dryRun,
 	})
 	if dryRun {
 		return res, err
 	}
-	var errs []error
 	for _, p := range res {
 		if p.DeletedRows > 0 {
 			n.retentionRows.WithLabelValues(p.Dataset).Add(float64(p.DeletedRows))
@@ -140,10 +148,19 @@ func (n *Node) Prune(ctx context.Context, dryRun bool) ([]cache.PruneResult, err
 		}
 		for _, l := range p.Losses {
 			n.unexportedRows.WithLabelValues(l.Consumer, p.Dataset).Add(float64(l.Rows))
-			errs = append(errs, n.Sinks.RecordLoss(p.Dataset, p.Partition, l, fmt.Sprintf("deleted by retention max_age %s before export", time.Duration(r.MaxAge))))
 		}
 	}
-	return res, errors.Join(append(errs, err)...)
+	return res, err
+}
+
+// settleGaps resolves losses a crash may have left pending between recording them and the
+// delete, against the pruned mark each partition's table holds.
+func (n *Node) settleGaps() error {
+	var errs []error
+	for _, p := range n.Cache.Status() {
+		errs = append(errs, n.Sinks.SettleGaps(p.Dataset, p.Partition, p.PrunedThrough))
+	}
+	return errors.Join(errs...)
 }
 
 // Reload applies a new config where the running node can: retention at once, and each

@@ -170,19 +170,43 @@ func TestForcedLossIsAGapAndRewindBelowItIsRefused(t *testing.T) {
 	if _, err := e.d.Rewind(e.ctx, RewindRequest{Instance: "s1", Target: Target{Seq: &s1at}}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.c.Prune(e.ctx, cache.PrunePolicy{
-		Retention:    func(string) time.Duration { return time.Hour },
-		HoldForSinks: true,
-		MaxAge:       24 * time.Hour,
-		Consumers:    e.d.Consumers,
-	})
+	policy := func(dry bool) cache.PrunePolicy {
+		return cache.PrunePolicy{
+			Retention:    func(string) time.Duration { return time.Hour },
+			HoldForSinks: true,
+			MaxAge:       24 * time.Hour,
+			Consumers:    e.d.Consumers,
+			Record: func(ds, part string, ls []cache.Loss) error {
+				return e.d.RecordLosses(ds, part, ls, "max_age")
+			},
+			Settle: e.d.SettleGaps,
+			DryRun: dry,
+		}
+	}
+	// A crash after the losses are recorded but before the delete: they stay pending, and
+	// settling against the unchanged pruned mark drops them (nothing was deleted).
+	plan, err := e.c.Prune(e.ctx, policy(true))
+	if err != nil || len(plan) != 1 || len(plan[0].Losses) != 2 {
+		t.Fatalf("dry prune %+v %v", plan, err)
+	}
+	if err := e.d.RecordLosses(testDataset, "source=a", plan[0].Losses, "max_age"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.d.SettleGaps(testDataset, "source=a", 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"s1", "s2"} {
+		if st, _ := e.d.Store().Get(watermark.Key{Instance: name, Dataset: testDataset, Partition: "source=a"}); len(st.Gaps) != 0 {
+			t.Fatalf("%s keeps gaps of a delete that never happened: %+v", name, st.Gaps)
+		}
+	}
+	// A pending gap left by an earlier attempt is replaced, not doubled.
+	if err := e.d.RecordLosses(testDataset, "source=a", plan[0].Losses, "max_age"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.c.Prune(e.ctx, policy(false))
 	if err != nil || len(res) != 1 {
 		t.Fatalf("prune %+v %v", res, err)
-	}
-	for _, l := range res[0].Losses {
-		if err := e.d.RecordLoss(testDataset, "source=a", l, "max_age"); err != nil {
-			t.Fatal(err)
-		}
 	}
 	st, err := e.d.Status(e.ctx, "")
 	if err != nil || len(st) != 2 {
@@ -205,16 +229,16 @@ func TestForcedLossIsAGapAndRewindBelowItIsRefused(t *testing.T) {
 	}
 	// Everything below the fresh rows is gone: --to-seq 0 asks for it.
 	zero := int64(0)
-	plan, err := e.d.Rewind(e.ctx, RewindRequest{Instance: "s2", Target: Target{Latest: true}})
-	if err != nil || plan.Changes[0].ToSeq != seq(fresh[3]) {
-		t.Fatalf("skip to latest: %+v %v", plan, err)
+	plan2, err := e.d.Rewind(e.ctx, RewindRequest{Instance: "s2", Target: Target{Latest: true}})
+	if err != nil || plan2.Changes[0].ToSeq != seq(fresh[3]) {
+		t.Fatalf("skip to latest: %+v %v", plan2, err)
 	}
-	plan, err = e.d.Rewind(e.ctx, RewindRequest{Instance: "s2", Target: Target{Seq: &zero}})
+	plan2, err = e.d.Rewind(e.ctx, RewindRequest{Instance: "s2", Target: Target{Seq: &zero}})
 	if !errors.Is(err, ErrRewindGap) || !strings.Contains(err.Error(), fmt.Sprintf("seq 1..%d", seq(old[5]))) {
 		t.Fatalf("rewind below the pruned rows: %v", err)
 	}
-	if m := plan.Changes[0].Missing; m == nil || m.First != 1 || m.Last != seq(old[5]) || plan.Changes[0].RowsToExport != 4 {
-		t.Fatalf("refused plan %+v", plan.Changes[0])
+	if m := plan2.Changes[0].Missing; m == nil || m.First != 1 || m.Last != seq(old[5]) || plan2.Changes[0].RowsToExport != 4 {
+		t.Fatalf("refused plan %+v", plan2.Changes[0])
 	}
 	if w := getWM(t, e.d, key("s2", "a")); w.Seq != seq(fresh[3]) {
 		t.Fatalf("a refused rewind moved the watermark to %d", w.Seq)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -256,24 +257,70 @@ func (d *Driver) applyRewind(ctx context.Context, x *instance, p Part, req Rewin
 	}
 }
 
-// RecordLoss writes rows retention deleted before instance exported them as a gap on its
-// watermark of dataset/part: the exact seq range, the row count and why.
-func (d *Driver) RecordLoss(dataset, part string, l cache.Loss, reason string) error {
-	k := watermark.Key{Instance: l.Consumer, Dataset: dataset, Partition: part}
-	g := watermark.Gap{From: l.First, To: l.Last, Rows: l.Rows, Reason: reason, At: d.now().UTC()}
+// RecordLosses writes, before retention deletes a partition's rows, the rows each consumer
+// will lose as pending gaps (the delete happens only once this returns nil). A pending gap
+// of an earlier attempt that the new loss overlaps is replaced by it: its rows are still
+// there, and the new loss counts them again. SettleGaps makes them final.
+func (d *Driver) RecordLosses(dataset, part string, ls []cache.Loss, reason string) error {
+	var errs []error
+	for _, l := range ls {
+		g := watermark.Gap{From: l.First, To: l.Last, Rows: l.Rows, Reason: reason, At: d.now().UTC(), Pending: true}
+		errs = append(errs, d.updateGaps(watermark.Key{Instance: l.Consumer, Dataset: dataset, Partition: part}, func(gaps []watermark.Gap) []watermark.Gap {
+			gaps = slices.DeleteFunc(gaps, func(p watermark.Gap) bool { return p.Pending && g.From <= p.To })
+			return append(gaps, g)
+		}))
+	}
+	return errors.Join(errs...)
+}
+
+// SettleGaps resolves the pending gaps of a partition against what retention deleted:
+// every row at or below prunedThrough is gone, so a pending gap there is final (and
+// logged); one above it was never deleted and is dropped. It runs after each delete and,
+// for a delete a crash may have cut short, when the node starts.
+func (d *Driver) SettleGaps(dataset, part string, prunedThrough int64) error {
+	var errs []error
+	for _, x := range d.insts {
+		if !x.covers(dataset) {
+			continue
+		}
+		k := watermark.Key{Instance: x.name, Dataset: dataset, Partition: part}
+		st, err := d.store.Get(k)
+		if err != nil || !slices.ContainsFunc(st.Gaps, func(g watermark.Gap) bool { return g.Pending }) {
+			continue // unreadable state is reported by status; nothing pending is nothing to do
+		}
+		errs = append(errs, d.updateGaps(k, func(gaps []watermark.Gap) []watermark.Gap {
+			out := gaps[:0]
+			for _, g := range gaps {
+				switch {
+				case !g.Pending:
+				case g.To <= prunedThrough:
+					g.Pending = false
+					d.log.Warn("retention deleted rows a sink had not exported; recorded as a gap", "sink", x.name, "dataset", dataset, "partition", part, "from_seq", g.From, "to_seq", g.To, "rows", g.Rows, "reason", g.Reason)
+				default:
+					d.log.Info("retention did not delete the rows of a pending gap; dropped", "sink", x.name, "dataset", dataset, "partition", part, "from_seq", g.From, "to_seq", g.To)
+					continue
+				}
+				out = append(out, g)
+			}
+			return out
+		}))
+	}
+	return errors.Join(errs...)
+}
+
+// updateGaps rewrites the gaps of one watermark file, retrying a write that a concurrent
+// export or rewind made stale.
+func (d *Driver) updateGaps(k watermark.Key, fn func([]watermark.Gap) []watermark.Gap) error {
 	for {
 		st, err := d.store.Get(k)
 		if err != nil {
 			return err
 		}
 		_, err = d.store.Update(k, st.Generation, func(s *watermark.State) error {
-			s.Gaps = append(s.Gaps, g)
+			s.Gaps = fn(s.Gaps)
 			return nil
 		})
 		if !errors.Is(err, watermark.ErrStale) {
-			if err == nil {
-				d.log.Warn("retention deleted rows a sink had not exported; recorded as a gap", "sink", l.Consumer, "dataset", dataset, "partition", part, "from_seq", l.First, "to_seq", l.Last, "rows", l.Rows, "reason", reason)
-			}
 			return err
 		}
 	}

@@ -62,6 +62,9 @@ type Gap struct {
 	Rows   int64     `json:"rows"`
 	Reason string    `json:"reason"`
 	At     time.Time `json:"at"`
+	// Pending marks a gap written before the delete that causes it (an intent): it becomes
+	// final once the delete is known to have happened, and is dropped if it did not.
+	Pending bool `json:"pending,omitempty"`
 }
 
 // Rewind records an operator's move of the watermark: who asked, for what target, and
