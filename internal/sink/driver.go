@@ -54,6 +54,9 @@ type Driver struct {
 	log   *slog.Logger
 	now   func() time.Time
 	lag   lagMemo
+	// afterLossIntent and beforeSettle are crash-test failpoints of a forced prune; nil
+	// unless HYP_FAILPOINT names them.
+	afterLossIntent, beforeSettle func()
 }
 
 type instance struct {
@@ -111,6 +114,8 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 	var gateway string
 	var conflict error // a gateway identity conflict: forward sinks refuse to send
 	var failpointHits atomic.Int64
+	d.afterLossIntent = retentionFailpoint("after-loss-intent", &failpointHits)
+	d.beforeSettle = retentionFailpoint("before-settle", &failpointHits)
 	for _, name := range names {
 		cfg := o.Sinks[name]
 		if gateway == "" {

@@ -270,6 +270,9 @@ func (d *Driver) RecordLosses(dataset, part string, ls []cache.Loss, reason stri
 			return append(gaps, g)
 		}))
 	}
+	if d.afterLossIntent != nil {
+		d.afterLossIntent()
+	}
 	return errors.Join(errs...)
 }
 
@@ -278,6 +281,9 @@ func (d *Driver) RecordLosses(dataset, part string, ls []cache.Loss, reason stri
 // logged); one above it was never deleted and is dropped. It runs after each delete and,
 // for a delete a crash may have cut short, when the node starts.
 func (d *Driver) SettleGaps(dataset, part string, prunedThrough int64) error {
+	if d.beforeSettle != nil {
+		d.beforeSettle()
+	}
 	var errs []error
 	for _, x := range d.insts {
 		if !x.covers(dataset) {
