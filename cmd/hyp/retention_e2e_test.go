@@ -41,7 +41,7 @@ func TestForcedPruneKilledLeavesExactGaps(t *testing.T) {
 			if r := runHyp(t, home, time.Minute, "cache", "status", "--json"); r.code != 0 { // flushes
 				t.Fatalf("cache status: %s", r)
 			}
-			time.Sleep(1200 * time.Millisecond) // every row is past max_age
+			time.Sleep(1200 * time.Millisecond)                      // every row is past max_age
 			runHyp(t, home, time.Minute, "cache", "prune", "--json") // the daemon dies inside it
 			d.waitExit(t, 30*time.Second)
 
