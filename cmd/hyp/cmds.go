@@ -508,7 +508,46 @@ func cacheCmd(g *globals) *cobra.Command {
 	}
 	prune.Flags().BoolVar(&dryRun, "dry-run", false, "report only; change nothing")
 	prune.Flags().BoolVar(&pruneJSON, "json", false, "machine output")
-	cmd.AddCommand(status, compact, prune)
+
+	var repairDry, repairJSON bool
+	repair := &cobra.Command{
+		Use:   "repair",
+		Short: "Set aside (keep) unreadable cache files and record their seq ranges as losses, so reads work again",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := g.resolve()
+			if err != nil {
+				return err
+			}
+			var res []cache.Repaired
+			if err := withAPI(cmd.Context(), dir, func(api control.API) error {
+				res, err = api.Repair(cmd.Context(), repairDry)
+				return err
+			}); err != nil {
+				return err
+			}
+			if res == nil {
+				res = []cache.Repaired{}
+			}
+			if repairJSON {
+				return printJSON(os.Stdout, map[string]any{"dry_run": repairDry, "files": res})
+			}
+			verb := "set aside"
+			if repairDry {
+				verb = "would set aside"
+			}
+			for _, r := range res {
+				fmt.Printf("%s %s: %s %s (seq %d..%d, %d rows lost): %s\n", r.Dataset, r.Partition, verb, r.File, r.FromSeq, r.ToSeq, r.Rows, r.Reason)
+			}
+			if len(res) == 0 {
+				fmt.Println("every cache data file reads whole")
+			}
+			return nil
+		},
+	}
+	repair.Flags().BoolVar(&repairDry, "dry-run", false, "report only; change nothing")
+	repair.Flags().BoolVar(&repairJSON, "json", false, "machine output")
+	cmd.AddCommand(status, compact, prune, repair)
 	return cmd
 }
 

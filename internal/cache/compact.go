@@ -137,7 +137,12 @@ func (c *Cache) compactPartition(ctx context.Context, p *Partition, force bool) 
 // or more, and lone smaller ones, are hard-linked in as they are, runs of smaller files
 // rewritten into one. The old generation is retired once the new one is current.
 func (c *Cache) rebuild(ctx context.Context, p *Partition, settledRows int64) (CompactResult, error) {
-	old := p.gen
+	return c.rebuildFrom(ctx, p, p.gen, settledRows)
+}
+
+// rebuildFrom is rebuild from old, which is p's current generation or a view of it with
+// fewer files (repair leaves out the ones it set aside).
+func (c *Cache) rebuildFrom(ctx context.Context, p *Partition, old *generation, settledRows int64) (CompactResult, error) {
 	res := CompactResult{Dataset: p.Dataset, Partition: p.Name(), From: old.name, FilesBefore: len(old.files)}
 	n, _ := genNumber(old.name)
 	// The new generation keeps the old one's stored names and field ids, so hard-linked
@@ -169,8 +174,8 @@ func (c *Cache) rebuild(ctx context.Context, p *Partition, settledRows int64) (C
 	if err := setCurrent(p.dir, g.name); err != nil {
 		return abandon(err)
 	}
+	p.retired = append(p.retired, p.gen)
 	p.gen = g
-	p.retired = append(p.retired, old)
 	p.collect(c.tables.dir)
 	res.To, res.FilesAfter, res.Rows = g.name, len(g.files), g.rows()
 	return res, nil

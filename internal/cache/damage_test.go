@@ -4,7 +4,10 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/hyp-project/hyp/internal/wal"
 )
@@ -71,6 +74,83 @@ func TestFlippedLogByteCostsOneRequest(t *testing.T) {
 			}
 			if c.LostRows() != x.Rows || x.Rows < 10 || x.Rows > x.ToSeq-x.FromSeq+1 {
 				t.Errorf("lost rows %d, loss %+v", c.LostRows(), x)
+			}
+		})
+	}
+}
+
+// TestRepairSetsAsideAnUnreadableFile: a damaged data file fails the scans of its own
+// partition (naming the file, never crashing); repair --dry-run names it and changes
+// nothing; repair keeps its bytes under _lost, records its seq range as a loss, and the
+// partition reads again with every other row.
+func TestRepairSetsAsideAnUnreadableFile(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		harm func(path string) error
+	}{
+		{"truncated", func(p string) error { return os.Truncate(p, 100) }},
+		{"bytes overwritten", func(p string) error {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			for i := 4; i < len(b)-8; i += 3 {
+				b[i] ^= 0xff
+			}
+			return os.WriteFile(p, b, 0o600)
+		}},
+		{"deleted", os.Remove},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			c := openTest(t, dir)
+			defer c.Close(ctx)
+			first := ingestN(t, c, "web", 0, 100)
+			if err := c.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			ingestN(t, c, "web", 100, 50)
+			ingestN(t, c, "db", 1000, 20)
+			if err := c.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			p := c.tables.lookup("logs", "source=web")
+			victim := p.gen.files[0]
+			if victim.MinSeq != first.FirstSeq {
+				t.Fatalf("first file starts at %d", victim.MinSeq)
+			}
+			if err := tc.harm(victim.Path); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Scan(ctx, "logs", "source=web", 0, 1<<62, func(arrow.RecordBatch) error { return nil }); err == nil || !strings.Contains(err.Error(), victim.Path) {
+				t.Fatalf("scan of the damaged partition: %v, want an error naming %s", err, victim.Path)
+			}
+			assertIDs(t, c, "db", 20) // other partitions read on
+
+			plan, err := c.Repair(ctx, true)
+			if err != nil || len(plan) != 1 || plan[0].File != victim.Path || plan[0].KeptAt != "" {
+				t.Fatalf("dry run %+v %v", plan, err)
+			}
+			if lost, _ := c.Losses(); len(lost) != 0 {
+				t.Fatalf("a dry run recorded losses: %+v", lost)
+			}
+			res, err := c.Repair(ctx, false)
+			if err != nil || len(res) != 1 {
+				t.Fatalf("repair %+v %v", res, err)
+			}
+			assertIDs(t, c, "web", 50)
+			lost, _ := c.Losses()
+			if len(lost) != 1 || lost[0].FromSeq != first.FirstSeq || lost[0].ToSeq != first.LastSeq || lost[0].Rows != 100 {
+				t.Fatalf("losses %+v, want seq %d..%d", lost, first.FirstSeq, first.LastSeq)
+			}
+			if tc.name != "deleted" {
+				if _, err := os.Stat(res[0].KeptAt); err != nil || !strings.HasPrefix(res[0].KeptAt, filepath.Join(dir, lostDir)) {
+					t.Errorf("damaged file not kept: %s %v", res[0].KeptAt, err)
+				}
+			}
+			if again, err := c.Repair(ctx, false); err != nil || len(again) != 0 {
+				t.Errorf("second repair %+v %v", again, err)
 			}
 		})
 	}

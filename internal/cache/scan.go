@@ -118,7 +118,8 @@ func (p *Partition) scan(ctx context.Context, since, until int64, fn func(arrow.
 
 // scanFile reads the rows of one data file with seq in (since, until] and hands them to fn
 // laid out as out, whose column i is the file's column with field id ids[i].
-func scanFile(ctx context.Context, path string, out *arrow.Schema, ids []int, since, until int64, st *ScanStats, fn func(arrow.RecordBatch) error) error {
+func scanFile(ctx context.Context, path string, out *arrow.Schema, ids []int, since, until int64, st *ScanStats, fn func(arrow.RecordBatch) error) (err error) {
+	defer recoverDamage(&err)
 	pf, err := file.OpenParquetFile(path, false)
 	if err != nil {
 		return err

@@ -28,6 +28,7 @@ type API interface {
 	Flush(ctx context.Context) error
 	Compact(ctx context.Context, req node.CompactRequest) ([]cache.CompactResult, error)
 	Prune(ctx context.Context, dryRun bool) ([]cache.PruneResult, error)
+	Repair(ctx context.Context, dryRun bool) ([]cache.Repaired, error)
 	Ingest(ctx context.Context, dataset, source string, body []byte) (cache.Result, error)
 	RunSinks(ctx context.Context, instance string) ([]sink.RunResult, error)
 	SinkStatus(ctx context.Context, instance string) ([]sink.InstanceStatus, error)
@@ -43,6 +44,9 @@ func (l Local) Compact(ctx context.Context, req node.CompactRequest) ([]cache.Co
 }
 func (l Local) Prune(ctx context.Context, dryRun bool) ([]cache.PruneResult, error) {
 	return l.N.Prune(ctx, dryRun)
+}
+func (l Local) Repair(ctx context.Context, dryRun bool) ([]cache.Repaired, error) {
+	return l.N.Repair(ctx, dryRun)
 }
 func (l Local) Ingest(_ context.Context, dataset, source string, body []byte) (cache.Result, error) {
 	return l.N.Ingest(dataset, source, body)
@@ -64,6 +68,7 @@ type errorBody struct {
 	Message string `json:"message"`
 }
 
+// pruneRequest is the body of prune and repair.
 type pruneRequest struct {
 	DryRun bool `json:"dry_run"`
 }
@@ -124,6 +129,18 @@ func Handler(n *node.Node, ingest http.Handler) http.Handler {
 			return
 		}
 		res, err := n.Prune(r.Context(), req.DryRun)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, 200, res)
+	})
+	mux.HandleFunc("POST /v1/repair", func(w http.ResponseWriter, r *http.Request) {
+		var req pruneRequest
+		if !decode(w, r, &req) {
+			return
+		}
+		res, err := n.Repair(r.Context(), req.DryRun)
 		if err != nil {
 			writeErr(w, err)
 			return
@@ -291,6 +308,12 @@ func (c *Client) Prune(ctx context.Context, dryRun bool) ([]cache.PruneResult, e
 	b, _ := json.Marshal(pruneRequest{DryRun: dryRun})
 	var out []cache.PruneResult
 	return out, c.do(ctx, "POST", "/v1/prune", b, "application/json", &out)
+}
+
+func (c *Client) Repair(ctx context.Context, dryRun bool) ([]cache.Repaired, error) {
+	b, _ := json.Marshal(pruneRequest{DryRun: dryRun})
+	var out []cache.Repaired
+	return out, c.do(ctx, "POST", "/v1/repair", b, "application/json", &out)
 }
 
 func (c *Client) Ingest(ctx context.Context, dataset, source string, body []byte) (cache.Result, error) {

@@ -153,6 +153,15 @@ func (n *Node) Prune(ctx context.Context, dryRun bool) ([]cache.PruneResult, err
 	return res, err
 }
 
+// Repair sets aside the cache's unreadable data files (recording their rows as lost) so
+// reads work again, or with dryRun only names them.
+func (n *Node) Repair(ctx context.Context, dryRun bool) ([]cache.Repaired, error) {
+	if err := n.Cache.Flush(ctx); err != nil {
+		return nil, err
+	}
+	return n.Cache.Repair(ctx, dryRun)
+}
+
 // settleGaps resolves losses a crash may have left pending between recording them and the
 // delete, against the pruned mark each partition's table holds.
 func (n *Node) settleGaps() error {
