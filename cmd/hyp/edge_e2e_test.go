@@ -128,6 +128,14 @@ func TestEdgeBodyBudgetAnswers503(t *testing.T) {
 		holders = append(holders, holder{conn, reply})
 	}
 
+	// Only once the daemon holds the four bodies whole is the budget spent; a request sent
+	// while they still arrive may take the room one of them needs, and that one is refused.
+	for deadline := time.Now().Add(20 * time.Second); scrape(t, addr, "hyp_ingest_body_bytes_held") < float64(4*(len(body)-1)); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon holds %v body bytes, want %d", scrape(t, addr, "hyp_ingest_body_bytes_held"), 4*(len(body)-1))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	small := rows(0, 3, "small")
 	var refused *http.Response
 	for deadline := time.Now().Add(20 * time.Second); refused == nil; {

@@ -50,6 +50,15 @@ func newMetrics(reg prometheus.Registerer, budget *httpbody.Budget) (*metrics, e
 	}
 	m.unavailable = &unavailableCollector{budget: budget}
 	collectors := []prometheus.Collector{m.rows, m.rejected, m.requests, duration, m.unavailable}
+	if budget != nil {
+		collectors = append(collectors, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "hyp_ingest_body_bytes_held",
+			Help: "Request-body bytes the listener holds now; at hyp_ingest_body_bytes_limit further requests are answered 503.",
+		}, func() float64 { return float64(budget.Held()) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "hyp_ingest_body_bytes_limit",
+			Help: "The listener's budget of request-body bytes held at once.",
+		}, func() float64 { return float64(budget.Limit()) }))
+	}
 	for i, c := range collectors {
 		if err := reg.Register(c); err != nil {
 			// Leave the registry as it was, so the caller can retry or carry on without us.
