@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -235,7 +236,30 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 				res.err = err
 				return res
 			}
-		case st.Seq >= head:
+		case st.Seq > head:
+			// A rewind to the latest row may have passed this tick's head; only a hand edit
+			// (or state restored out of step with the cache) puts a watermark above the
+			// partition's current head, and adopted as it is it would skip the next rows
+			// silently. It is read as the edit meant it at the time it was made: every row
+			// ingested since the file changed is still to be exported.
+			to, ok, err := x.clampAbove(ctx, k, p, st.Seq)
+			if err != nil {
+				res.err = err
+				return res
+			}
+			if !ok {
+				return res
+			}
+			log.Warn("watermark is above the partition's head; clamped to the last row ingested before it was written", "watermark_seq", st.Seq, "clamped_to", to)
+			if _, err := x.store.Update(k, st.Generation, func(s *watermark.State) error {
+				s.Seq = to
+				return nil
+			}); err != nil && !errors.Is(err, watermark.ErrStale) {
+				res.err = err
+				return res
+			}
+			continue
+		case st.Seq == head:
 			return res // nothing new: no data file was opened
 		default:
 			if rows, err = x.read(ctx, p, st.Seq, head, lim); err != nil {
@@ -375,6 +399,33 @@ func (x *instance) shipUnit(ctx context.Context, p Part, u watermark.Unit, rows 
 // from and their seq bounds only, so every retry of a unit carries the same one.
 func (x *instance) unitID(p Part, first, last int64) string {
 	return forward.BatchID(x.gateway, p.Dataset, p.Partition, first, last)
+}
+
+// clampAbove decides where a watermark at seq goes when it is above the tick's head: false
+// when it is not above the partition's head now (a rewind to the latest row raced the
+// tick); else the largest seq ingested before the watermark file was last written.
+func (x *instance) clampAbove(ctx context.Context, k watermark.Key, p Part, seq int64) (int64, bool, error) {
+	pos, err := x.cache.Positions(p.Dataset, p.Partition)
+	if err != nil {
+		return 0, false, err
+	}
+	defer pos.Release()
+	if seq <= pos.Head {
+		return 0, false, nil
+	}
+	path, err := x.store.Path(k)
+	if err != nil {
+		return 0, false, err
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, false, fmt.Errorf("watermark %s: %w", path, err)
+	}
+	to, err := pos.SeqBefore(ctx, fi.ModTime())
+	if err != nil {
+		return 0, false, err
+	}
+	return min(to, pos.Head), true, nil
 }
 
 // hooks let crash tests stop the process at exact steps of a unit.

@@ -3,6 +3,7 @@ package sink
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -399,4 +400,36 @@ func TestReconfigureAppliesLiveSettingsOnly(t *testing.T) {
 	if applied, restart := e.d.Reconfigure(map[string]config.Sink{"s1": s1, "s2": blobSink(home, "s2")}); len(applied)+len(restart) != 0 {
 		t.Fatalf("no change reported %q %q", applied, restart)
 	}
+}
+
+// TestWatermarkAboveHeadIsClamped: a watermark edited above every committed row would skip
+// the next rows silently; the tick clamps it to the last row ingested before the edit and
+// exports the rows that came after it, once.
+func TestWatermarkAboveHeadIsClamped(t *testing.T) {
+	e := newEnv(t, 100)
+	first := e.l.ingest(t, e.c, "a", 5)
+	if res := runNow(t, e.d, "s1"); res.Status != "ok" || res.Rows != 5 {
+		t.Fatalf("first run %+v", res)
+	}
+	k := key("s1", "a")
+	cur := getWM(t, e.d, k)
+	head := e.l.rows[first[4]].seq
+	if _, err := e.d.Store().Update(k, cur.Generation, func(s *watermark.State) error {
+		s.Seq = head + 1_000_000
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The edit happens between the two ingests on the cache's (test) clock.
+	e.clk.Advance(time.Second)
+	path, _ := e.d.Store().Path(k)
+	if at := e.clk.Now(); os.Chtimes(path, at, at) != nil {
+		t.Fatal("chtimes")
+	}
+	e.clk.Advance(time.Second)
+	e.l.ingest(t, e.c, "a", 3)
+	if res := runNow(t, e.d, "s1"); res.Status != "ok" || res.Rows != 3 {
+		t.Fatalf("after the edit: %+v, want the 3 new rows exported", res)
+	}
+	exactlyOnce(t, e.l, e.fakes["s1"].all(), "a")
 }
