@@ -33,11 +33,12 @@ $(MINIO):
 	rc=$$?; rm -rf $$tmp; exit $$rc
 
 # Long runs kept out of `make test`: the exactly-once model with many more cases, and the
-# kill -9 / fault e2e tests repeated.
+# kill -9 / fault / damage e2e tests repeated.
 soak: tools
 	RAPID_CHECKS=2000 $(GO) test -count=1 -timeout 60m -run 'ExactlyOnceModel|ConcurrentExport' ./internal/sink
 	$(GO) test -count=10 -timeout 60m -run 'KillNine|ForwardThroughFaults|S3ExactlyOnce|SIGTERMDuring|KillNineLoses' ./cmd/hyp
 	$(GO) test -count=10 -timeout 60m -run 'RewindsDuringTicks|HandEditedWatermark|SeedScenario|StalledSink' ./cmd/hyp
+	$(GO) test -count=20 -timeout 60m -run 'ForcedPruneKilled|FlippedLogByte|CacheRepair|PoisonCorpus|CopiedHome|EdgeBodyBudget' ./cmd/hyp
 
 # Longer fuzzing than the seed corpus `make test` runs.
 FUZZTIME ?= 60s
