@@ -266,7 +266,7 @@ func (c *Cache) open(ctx context.Context) error {
 				high = max(high, rec.lastSeq())
 				c.lastAt = max(c.lastAt, rec.IngestedAt)
 				return nil
-			}, func(wal.Damage) error { return nil }); err != nil {
+			}, nil); err != nil {
 				return nil, err
 			}
 		}

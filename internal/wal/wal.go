@@ -446,8 +446,12 @@ type Damage struct {
 // Read calls fn for every intact record of a segment file in order, with its offset, and
 // damaged for every span that is not one, in file order; it resynchronises after damage on
 // the next frame whose length and checksum hold. It returns the offset just past the last
-// intact record. An error from fn or damaged stops it and is returned.
+// intact record. An error from fn or damaged stops it and is returned; a nil damaged skips
+// damage silently, for readers that only need the intact records.
 func Read(path string, fn func(off int64, payload []byte) error, damaged func(Damage) error) (int64, error) {
+	if damaged == nil {
+		damaged = func(Damage) error { return nil }
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, fmt.Errorf("wal: open %s: %w", path, err)
