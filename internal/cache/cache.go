@@ -337,12 +337,13 @@ func (c *Cache) WALSize() int64 { return c.wal.Size() }
 func (c *Cache) Flush(ctx context.Context) error {
 	c.flushMu.Lock()
 	defer c.flushMu.Unlock()
-	// Every record with a seq below next is already in the log's buffer, so it lands in the
-	// segment being sealed: next bounds the new segment from below.
-	c.mu.Lock()
-	next := c.nextSeq
-	c.mu.Unlock()
-	seg, ok, err := c.wal.Rotate(appendMarker(nil, next))
+	// The new segment starts with one above the last seq in the sealed one: at or below
+	// every seq after it.
+	var next int64
+	seg, ok, err := c.wal.Rotate(func(n int64) []byte {
+		next = n
+		return appendMarker(nil, n)
+	})
 	if err != nil {
 		return err
 	}

@@ -235,7 +235,7 @@ func (c *Cache) append(dataset string, groups []*groupBuilder) (Result, error) {
 		}
 	}
 	c.enc = appendRecord(c.enc[:0], &rec)
-	ticket, err := c.wal.Append(c.enc)
+	ticket, err := c.wal.Append(c.enc, seq-1)
 	if err != nil {
 		c.mu.Unlock()
 		return Result{}, storeError(err)

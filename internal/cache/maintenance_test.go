@@ -57,7 +57,7 @@ func TestReplayAfterCrashBetweenCommitAndRelease(t *testing.T) {
 	ingestN(t, c, "b", 1000, 10)
 	last := ingestN(t, c, "a", 10, 10)
 	// Commit the segment's rows to the tables but "crash" before the segment is released.
-	seg, ok, err := c.wal.Rotate(appendMarker(nil, c.nextSeq))
+	seg, ok, err := c.wal.Rotate(func(n int64) []byte { return appendMarker(nil, n) })
 	if err != nil || !ok {
 		t.Fatal(err)
 	}

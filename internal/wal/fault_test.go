@@ -68,7 +68,7 @@ func faultyLog(t *testing.T, dir string) (*Log, func() *faultFile) {
 }
 
 func appendWait(l *Log, p string) error {
-	tk, err := l.Append([]byte(p))
+	tk, err := l.Append([]byte(p), 0)
 	if err != nil {
 		return err
 	}
@@ -100,7 +100,7 @@ func TestNoSpaceFailsOnlyItsRecords(t *testing.T) {
 			if err := appendWait(l, "after"); err != nil {
 				t.Fatalf("append once there is space: %v", err)
 			}
-			if _, _, err := l.Rotate(marker); err != nil {
+			if _, _, err := l.Rotate(markerAt); err != nil {
 				t.Fatal(err)
 			}
 			l.Close()
@@ -152,7 +152,7 @@ func TestRotateOnAFullDiskKeepsWriting(t *testing.T) {
 	if err := appendWait(l, "one"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := l.Rotate(marker); !errors.Is(err, syscall.ENOSPC) {
+	if _, _, err := l.Rotate(markerAt); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("rotate with no room for a segment: %v", err)
 	}
 	if err := appendWait(l, "two"); err != nil || l.Err() != nil {

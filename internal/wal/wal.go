@@ -81,16 +81,18 @@ type Log struct {
 
 	ioMu sync.Mutex // held while bytes go to the segment file; orders writes with Rotate
 
-	mu       sync.Mutex
-	cond     *sync.Cond
-	buf      []byte // framed records not yet written
-	spare    []byte
-	appended uint64 // ticket of the last appended record
-	synced   uint64 // ticket of the last record written out, durable unless in failed
-	failed   []failedRange
-	err      error // sticky (*FailedError): after a failed fsync nothing more is acknowledged
-	closed   bool
-	create   func(path string) (segmentFile, error)
+	mu         sync.Mutex
+	cond       *sync.Cond
+	buf        []byte // framed records not yet written
+	spare      []byte
+	appended   uint64 // ticket of the last appended record
+	synced     uint64 // ticket of the last record written out, durable unless in failed
+	failed     []failedRange
+	bufPos     int64 // position of the last record appended
+	writtenPos int64 // position of the last record written out
+	err        error // sticky (*FailedError): after a failed fsync nothing more is acknowledged
+	closed     bool
+	create     func(path string) (segmentFile, error)
 
 	seg       segmentFile
 	segIndex  uint64
@@ -236,9 +238,11 @@ func (l *Log) openSegment(i uint64) error {
 }
 
 // Append frames payload into the log and returns a ticket for Wait. The record is not
-// durable until Wait(ticket) returns nil. An empty payload is refused: a run of zero bytes
-// would otherwise read as intact empty records.
-func (l *Log) Append(payload []byte) (uint64, error) {
+// durable until Wait(ticket) returns nil. pos is the owner's position of the record (hyp's
+// cache gives the last seq it holds); positions must grow with append order, and the log
+// uses them only to tell Rotate where the sealed segment ends. An empty payload is
+// refused: a run of zero bytes would otherwise read as intact empty records.
+func (l *Log) Append(payload []byte, pos int64) (uint64, error) {
 	if len(payload) == 0 || len(payload) > MaxRecord {
 		return 0, fmt.Errorf("wal: record of %d bytes is outside 1..%d", len(payload), MaxRecord)
 	}
@@ -251,6 +255,7 @@ func (l *Log) Append(payload []byte) (uint64, error) {
 		return 0, l.err
 	}
 	l.buf = appendFrame(l.buf, payload)
+	l.bufPos = pos
 	l.appended++
 	l.cond.Broadcast()
 	return l.appended, nil
@@ -312,7 +317,7 @@ func (l *Log) syncLoop() {
 // may have dropped dirty pages it will never write), is sticky.
 func (l *Log) writeOut() error {
 	l.mu.Lock()
-	buf, target, from := l.buf, l.appended, l.synced+1
+	buf, target, from, pos := l.buf, l.appended, l.synced+1, l.bufPos
 	l.buf, l.spare = l.spare[:0], nil
 	l.mu.Unlock()
 	var err error
@@ -346,6 +351,9 @@ func (l *Log) writeOut() error {
 	if target > l.synced {
 		l.synced = target
 	}
+	if len(buf) > 0 {
+		l.writtenPos = max(l.writtenPos, pos)
+	}
 	if cap(buf) <= 64<<20 {
 		l.spare = buf[:0]
 	}
@@ -367,10 +375,11 @@ func isNoSpace(err error) bool {
 }
 
 // Rotate makes everything appended so far durable, seals the current segment and starts a
-// new one whose first record is first. It returns the sealed segment, or ok=false when it
-// held no records but first. Records appended while it runs go to the new segment, after
-// first.
-func (l *Log) Rotate(first []byte) (Segment, bool, error) {
+// new one whose first record is first(next), where next is one above the position of the
+// last record in the sealed segment, so at or below that of every record after it. It
+// returns the sealed segment, or ok=false when it held no records but its first. Records
+// appended while it runs go to the new segment, after first's.
+func (l *Log) Rotate(first func(next int64) []byte) (Segment, bool, error) {
 	l.ioMu.Lock()
 	defer l.ioMu.Unlock()
 	if err := l.writeOut(); err != nil {
@@ -395,9 +404,10 @@ func (l *Log) Rotate(first []byte) (Segment, bool, error) {
 		l.err = &FailedError{Err: fmt.Errorf("close segment %d: %w", sealed.Index, err)}
 		return Segment{}, false, l.err
 	}
-	l.buf = append(appendFrame(l.spare[:0], first), l.buf...)
+	marker := first(l.writtenPos + 1)
+	l.buf = append(appendFrame(l.spare[:0], marker), l.buf...)
 	l.spare = nil
-	l.firstSize = int64(frameHeader + len(first))
+	l.firstSize = int64(frameHeader + len(marker))
 	return sealed, true, nil
 }
 

@@ -14,6 +14,8 @@ var marker = []byte("M")
 
 func first([]Segment) ([]byte, error) { return marker, nil }
 
+func markerAt(int64) []byte { return marker }
+
 // readAll returns every intact record but the segment markers, and the damage seen.
 func readAll(t *testing.T, segs []Segment) ([][]byte, []Damage) {
 	t.Helper()
@@ -49,7 +51,7 @@ func TestAppendRotateReopen(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 100; i++ {
 				mu.Lock()
-				tk, err := l.Append([]byte(fmt.Sprintf("g%d-%d", g, i)))
+				tk, err := l.Append([]byte(fmt.Sprintf("g%d-%d", g, i)), 0)
 				mu.Unlock()
 				if err != nil {
 					t.Error(err)
@@ -63,14 +65,14 @@ func TestAppendRotateReopen(t *testing.T) {
 		}(g)
 	}
 	wg.Wait()
-	sealed, ok, err := l.Rotate(marker)
+	sealed, ok, err := l.Rotate(markerAt)
 	if err != nil || !ok {
 		t.Fatalf("rotate: %v %v", ok, err)
 	}
 	if got, _ := readAll(t, []Segment{sealed}); len(got) != 800 {
 		t.Fatalf("sealed segment has %d records", len(got))
 	}
-	tk, _ := l.Append([]byte("after"))
+	tk, _ := l.Append([]byte("after"), 0)
 	if err := l.Wait(tk); err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +114,7 @@ func TestTornTailIsCutOnOpen(t *testing.T) {
 			dir := t.TempDir()
 			l, _, _ := Open(dir, first)
 			for _, p := range []string{"one", "two", "three"} {
-				tk, _ := l.Append([]byte(p))
+				tk, _ := l.Append([]byte(p), 0)
 				l.Wait(tk)
 			}
 			path := l.seg.Name()
@@ -131,7 +133,7 @@ func TestTornTailIsCutOnOpen(t *testing.T) {
 			if len(got) != want {
 				t.Fatalf("got %d records, want %d", len(got), want)
 			}
-			tk, _ := l2.Append([]byte("new"))
+			tk, _ := l2.Append([]byte("new"), 0)
 			l2.Wait(tk)
 			l2.Close()
 			_, segs, _ = Open(dir, first)
@@ -159,10 +161,10 @@ func TestDamageCostsOnlyWhatItHits(t *testing.T) {
 			dir := t.TempDir()
 			l, _, _ := Open(dir, first)
 			for i := 1; i <= 20; i++ {
-				tk, _ := l.Append([]byte(fmt.Sprintf("record-%02d-%s", i, bytes.Repeat([]byte{'x'}, i*7))))
+				tk, _ := l.Append([]byte(fmt.Sprintf("record-%02d-%s", i, bytes.Repeat([]byte{'x'}, i*7))), 0)
 				l.Wait(tk)
 			}
-			sealed, _, _ := l.Rotate(marker)
+			sealed, _, _ := l.Rotate(markerAt)
 			l.Close()
 			var offs []int64 // offs[i]: record i (0 is the marker)
 			Read(sealed.Path, func(off int64, _ []byte) error { offs = append(offs, off); return nil }, nil)
@@ -204,7 +206,7 @@ func TestDamageCostsOnlyWhatItHits(t *testing.T) {
 func TestTornTailBytesAreKept(t *testing.T) {
 	dir := t.TempDir()
 	l, _, _ := Open(dir, first)
-	tk, _ := l.Append([]byte("kept"))
+	tk, _ := l.Append([]byte("kept"), 0)
 	l.Wait(tk)
 	path := l.seg.Name()
 	l.Close()
@@ -233,11 +235,86 @@ func BenchmarkAppendWait(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			mu.Lock()
-			tk, _ := l.Append(payload)
+			tk, _ := l.Append(payload, 0)
 			mu.Unlock()
 			if err := l.Wait(tk); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
+}
+
+// TestRotateMarkerBoundsBothSegments: with appends racing a rotation, the next position
+// Rotate hands the new segment's first record is above every record sealed before it and
+// at or below every record after it, the bounds a damaged record is reported within.
+func TestRotateMarkerBoundsBothSegments(t *testing.T) {
+	dir := t.TempDir()
+	l, _, _ := Open(dir, first)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	pos := int64(0)
+	stop := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			mu.Lock()
+			pos++
+			tk, err := l.Append([]byte(fmt.Sprint(pos)), pos)
+			mu.Unlock()
+			if err == nil {
+				l.Wait(tk)
+			}
+		}
+	}()
+	var nexts []int64
+	for range 20 {
+		if _, ok, err := l.Rotate(func(n int64) []byte { nexts = append(nexts, n); return []byte(fmt.Sprintf("M%d", n)) }); err != nil || !ok {
+			continue
+		}
+	}
+	close(stop)
+	wg.Wait()
+	l.Close()
+	segs, _ := List(dir)
+	for _, s := range segs {
+		var marker int64 = -1
+		Read(s.Path, func(_ int64, p []byte) error {
+			var v int64
+			if n, _ := fmt.Sscanf(string(p), "M%d", &v); n == 1 {
+				marker = v
+				return nil
+			}
+			fmt.Sscan(string(p), &v)
+			if marker >= 0 && v < marker {
+				t.Fatalf("%s: record at %d below its segment's marker %d", s.Path, v, marker)
+			}
+			return nil
+		}, nil)
+	}
+	for i, s := range segs[:len(segs)-1] {
+		var maxPos int64
+		Read(s.Path, func(_ int64, p []byte) error {
+			var v int64
+			if n, _ := fmt.Sscan(string(p), &v); n == 1 {
+				maxPos = max(maxPos, v)
+			}
+			return nil
+		}, nil)
+		var next int64 = -1
+		Read(segs[i+1].Path, func(_ int64, p []byte) error {
+			if next < 0 {
+				fmt.Sscanf(string(p), "M%d", &next)
+			}
+			return nil
+		}, nil)
+		if next >= 0 && next <= maxPos {
+			t.Fatalf("segment %d ends at %d but the next starts at marker %d", i, maxPos, next)
+		}
+	}
 }
