@@ -97,6 +97,9 @@ type Cache struct {
 	settledRows int64
 	// link hard-links a settled file into a new generation (os.Link; tests fail it).
 	link func(oldname, newname string) error
+	// built, when set, runs after compaction built a new generation and before it takes the
+	// partition lock to swap it in (tests hold compaction there).
+	built func()
 
 	mu       sync.Mutex // orders seq allocation with log appends
 	nextSeq  int64
@@ -139,6 +142,10 @@ type Partition struct {
 	mu      sync.Mutex
 	gen     *generation
 	retired []*generation
+	// rewrite serialises what rewrites or deletes the partition's rows (compaction,
+	// retention, repair), so compaction can build outside mu while only appends land.
+	// Taken before mu.
+	rewrite sync.Mutex
 }
 
 // Name is the partition's name, source=<value> (gateway=<id>/source=<value> on a server).

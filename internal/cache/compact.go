@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -110,75 +112,199 @@ func compactionPlan(files []FileInfo, settledRows int64) [][]FileInfo {
 	return out
 }
 
-// compactPartition holds the partition lock for the whole rewrite, so no flush can commit
-// into the generation being replaced; ingest is not blocked (it only writes the log).
+// compactPartition rewrites p without holding its lock while the new generation is built,
+// so flushes keep committing to p (and to every other partition) meanwhile. Order matters:
+//  1. under p.mu, decide and take a snapshot of the current generation;
+//  2. without it, build the new generation from the snapshot (the long part);
+//  3. under p.mu again, carry what flushes committed since the snapshot (new columns, new
+//     files) into it, check that it holds every row, and swap it in.
+//
+// Retention and repair take p.rewrite as compaction does, so the snapshot's rows cannot be
+// deleted while it is copied; only appends can land in between, and step 3 carries them.
 func (c *Cache) compactPartition(ctx context.Context, p *Partition, force bool) (CompactResult, error) {
+	p.rewrite.Lock()
+	defer p.rewrite.Unlock()
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	res := CompactResult{Dataset: p.Dataset, Partition: p.Name()}
 	if p.gen == nil {
+		p.mu.Unlock()
 		res.Skipped = "empty"
 		return res, nil
 	}
-	old := p.gen
-	res.From, res.FilesBefore = old.name, len(old.files)
-	if !old.worthCompacting() {
+	res.From, res.FilesBefore = p.gen.name, len(p.gen.files)
+	if !p.gen.worthCompacting() {
+		p.mu.Unlock()
 		res.Skipped = "nothing to gain"
 		return res, nil
 	}
 	if !force && !p.compactionDue(c.settledRows) {
+		p.mu.Unlock()
 		res.Skipped = "not due"
 		return res, nil
 	}
-	return c.rebuild(ctx, p, c.settledRows)
+	snap := p.gen.snapshot()
+	p.mu.Unlock()
+
+	g, err := c.build(ctx, p, snap, c.settledRows)
+	if c.built != nil {
+		c.built()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err == nil {
+		err = g.carry(ctx, snap, p.gen, c.link)
+	}
+	if err == nil && g.rows() != p.gen.rows() {
+		err = fmt.Errorf("new generation has %d rows, old %d", g.rows(), p.gen.rows())
+	}
+	if err == nil {
+		err = c.install(p, g)
+	}
+	if err != nil {
+		c.discard(p, g)
+		return res, fmt.Errorf("compact %s/%s: %w", p.Dataset, p.Name(), err)
+	}
+	res.To, res.FilesAfter, res.Rows = g.name, len(g.files), g.rows()
+	return res, nil
 }
 
-// rebuild moves p (locked by the caller) into a new generation: files of settledRows rows
-// or more, and lone smaller ones, are hard-linked in as they are, runs of smaller files
-// rewritten into one. The old generation is retired once the new one is current.
-func (c *Cache) rebuild(ctx context.Context, p *Partition, settledRows int64) (CompactResult, error) {
-	return c.rebuildFrom(ctx, p, p.gen, settledRows)
+// rebuild moves p (whose lock the caller holds throughout) into a new generation built
+// from old, which is p's current generation or a view of it with fewer files (repair
+// leaves out the ones it set aside).
+func (c *Cache) rebuild(ctx context.Context, p *Partition, old *generation, settledRows int64) error {
+	g, err := c.build(ctx, p, old, settledRows)
+	if err == nil {
+		err = c.install(p, g)
+	}
+	if err != nil {
+		c.discard(p, g)
+		return err
+	}
+	return nil
 }
 
-// rebuildFrom is rebuild from old, which is p's current generation or a view of it with
-// fewer files (repair leaves out the ones it set aside).
-func (c *Cache) rebuildFrom(ctx context.Context, p *Partition, old *generation, settledRows int64) (CompactResult, error) {
-	res := CompactResult{Dataset: p.Dataset, Partition: p.Name(), From: old.name, FilesBefore: len(old.files)}
+// build makes the next generation of p holding every row of old: files of settledRows rows
+// or more, and lone smaller ones, hard-linked in as they are, runs of smaller files
+// rewritten into one. It touches neither p.gen nor p.retired. On error the generation it
+// returns (if any) is for discard.
+func (c *Cache) build(ctx context.Context, p *Partition, old *generation, settledRows int64) (*generation, error) {
 	n, _ := genNumber(old.name)
 	// The new generation keeps the old one's stored names and field ids, so hard-linked
 	// files mean the same in both.
 	g, err := createGeneration(ctx, c.cat, c.tables.dir, c.tables.namespace(p), n+1, old.tbl.Schema(), old.marks, old.escaped)
 	if err != nil {
-		return res, err
-	}
-	abandon := func(err error) (CompactResult, error) {
-		p.retired = append(p.retired, g)
-		p.collect(c.tables.dir)
-		return res, err
+		return nil, err
 	}
 	if len(old.files) > 0 {
 		tx, err := g.fill(ctx, old, settledRows, c.link)
 		if err != nil {
-			return abandon(fmt.Errorf("compact %s/%s: %w", p.Dataset, p.Name(), err))
+			return g, err
 		}
 		if err := g.commit(ctx, tx); err != nil {
-			return abandon(fmt.Errorf("compact %s/%s: commit: %w", p.Dataset, p.Name(), err))
+			return g, fmt.Errorf("commit: %w", err)
 		}
 		if err := g.reload(ctx); err != nil {
-			return abandon(err)
+			return g, err
 		}
 	}
 	if got, want := g.rows(), old.rows(); got != want {
-		return abandon(fmt.Errorf("compact %s/%s: new generation has %d rows, old %d", p.Dataset, p.Name(), got, want))
+		return g, fmt.Errorf("new generation has %d rows, old %d", got, want)
 	}
+	return g, nil
+}
+
+// install makes g p's current generation and retires the one it replaces; p.mu is held.
+func (c *Cache) install(p *Partition, g *generation) error {
 	if err := setCurrent(p.dir, g.name); err != nil {
-		return abandon(err)
+		return err
 	}
 	p.retired = append(p.retired, p.gen)
 	p.gen = g
 	p.collect(c.tables.dir)
-	res.To, res.FilesAfter, res.Rows = g.name, len(g.files), g.rows()
-	return res, nil
+	return nil
+}
+
+// discard retires a generation that was never made current; p.mu is held.
+func (c *Cache) discard(p *Partition, g *generation) {
+	if g != nil {
+		p.retired = append(p.retired, g)
+		p.collect(c.tables.dir)
+	}
+}
+
+// copyFile copies a data file durably, for filesystems without hard links.
+func copyFile(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return fsutil.WriteFileAtomic(dst, b, 0o600)
+}
+
+// snapshot is a copy of g's state that later commits to g do not change.
+func (g *generation) snapshot() *generation {
+	s := *g
+	s.files = slices.Clone(g.files)
+	return &s
+}
+
+// carry adds to g, built from snap, what was committed to cur (the generation snap was taken
+// of) since: the columns added, with the same field ids, and the files appended,
+// hard-linked in, with cur's max seq, in one commit.
+func (g *generation) carry(ctx context.Context, snap, cur *generation, link func(oldname, newname string) error) error {
+	if had, has := snap.columns(), cur.columns(); len(has) > len(had) {
+		if err := g.addColumns(ctx, has[len(had):]); err != nil {
+			return err
+		}
+		if !maps.Equal(g.fieldIDs(), cur.fieldIDs()) {
+			return fmt.Errorf("the columns added meanwhile got other field ids in the new generation")
+		}
+	}
+	var snapMax int64
+	for _, f := range snap.files {
+		snapMax = max(snapMax, f.MaxSeq)
+	}
+	var added []string
+	dataDir := filepath.Join(g.dir, "data")
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return err
+	}
+	for _, f := range cur.files {
+		if f.MinSeq <= snapMax {
+			continue
+		}
+		dst := filepath.Join(dataDir, filepath.Base(f.Path))
+		if err := link(f.Path, dst); err != nil {
+			if !linkUnsupported(err) {
+				return fmt.Errorf("link %s into the new generation: %w", f.Path, err)
+			}
+			if err := copyFile(f.Path, dst); err != nil {
+				return err
+			}
+		}
+		added = append(added, fileURI(dst))
+	}
+	if len(added) == 0 && cur.maxSeq == g.maxSeq {
+		return nil
+	}
+	if err := fsutil.SyncDir(dataDir); err != nil {
+		return err
+	}
+	tx := g.tbl.NewTransaction()
+	m := g.marks
+	m.maxSeq = cur.maxSeq
+	if err := tx.SetProperties(m.props()); err != nil {
+		return err
+	}
+	if len(added) > 0 {
+		if err := tx.AddFiles(ctx, added, nil, false); err != nil {
+			return err
+		}
+	}
+	if err := g.commit(ctx, tx); err != nil {
+		return fmt.Errorf("commit what was flushed meanwhile: %w", err)
+	}
+	return g.reload(ctx)
 }
 
 // fill stages, in one transaction on the new generation g, every row of old: files kept

@@ -95,8 +95,7 @@ func (c *Cache) relocate(ctx context.Context) error {
 		var from string
 		if moved {
 			from = p.gen.moved
-			_, err := c.rebuild(ctx, p, 0)
-			if err != nil {
+			if err := c.rebuild(ctx, p, p.gen, 0); err != nil {
 				errs = append(errs, fmt.Errorf("relocate %s/%s from %s: %w", p.Dataset, p.Name(), from, err))
 			}
 		}

@@ -45,6 +45,8 @@ func (c *Cache) Repair(ctx context.Context, dryRun bool) ([]Repaired, error) {
 }
 
 func (c *Cache) repairPartition(ctx context.Context, p *Partition, dryRun bool) ([]Repaired, error) {
+	p.rewrite.Lock()
+	defer p.rewrite.Unlock()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.gen == nil {
@@ -95,7 +97,7 @@ func (c *Cache) repairPartition(ctx context.Context, p *Partition, dryRun bool) 
 	}
 	view := *p.gen
 	view.files = good
-	if _, err := c.rebuildFrom(ctx, p, &view, 0); err != nil {
+	if err := c.rebuild(ctx, p, &view, 0); err != nil {
 		return nil, fmt.Errorf("repair %s/%s: %w", p.Dataset, p.Name(), err)
 	}
 	for _, b := range bad {

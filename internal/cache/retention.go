@@ -99,6 +99,8 @@ func (c *Cache) Prune(ctx context.Context, pol PrunePolicy) ([]PruneResult, erro
 }
 
 func (c *Cache) prunePartition(ctx context.Context, p *Partition, pol PrunePolicy, now time.Time) (PruneResult, error) {
+	p.rewrite.Lock()
+	defer p.rewrite.Unlock()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	res := PruneResult{Dataset: p.Dataset, Partition: p.Name()}
