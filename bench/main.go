@@ -40,12 +40,13 @@ func main() {
 	manySources := flag.Int("many-sources", 10_000, "partitions for the query and sink status figures (0 skips)")
 	wideFields := flag.Int("wide-fields", 3000, "rows each adding a new field, for the wide figure (0 skips)")
 	widePerReq := flag.Int("wide-per-request", 100, "rows per request of the wide figure")
+	compactRows := flag.Int("compact-rows", 2_000_000, "rows of the partition compacted in the compactwait figure (0 skips)")
 	edge := edgeOptions{}
 	flag.IntVar(&edge.conns, "edge-conns", 300, "connections of the edge figure (0 skips)")
 	flag.Int64Var(&edge.declared, "edge-declared", 16<<20, "Content-Length each edge connection declares")
 	flag.IntVar(&edge.rate, "edge-rate", 16, "body bytes/s each edge connection sends (0: as fast as possible)")
 	flag.DurationVar(&edge.hold, "edge-hold", 30*time.Second, "longest an edge connection is kept open")
-	only := flag.String("only", "", "run one section: ingest, scan, sinks, tick, trickle, many, edge or wide")
+	only := flag.String("only", "", "run one section: ingest, scan, sinks, tick, trickle, many, edge, wide or compactwait")
 	flag.Parse()
 	fmt.Printf("machine: %d CPUs, %s/%s, %s\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, time.Now().UTC().Format(time.RFC3339))
 	sections := []struct {
@@ -60,6 +61,7 @@ func main() {
 		{"many", func() error { return manyBench(*bin, *manySources) }},
 		{"edge", func() error { return edgeBench(*bin, edge) }},
 		{"wide", func() error { return wideBench(*bin, *wideFields, *widePerReq) }},
+		{"compactwait", func() error { return compactWaitBench(*compactRows) }},
 	}
 	for _, s := range sections {
 		if *only != "" && *only != s.name {
@@ -67,7 +69,7 @@ func main() {
 		}
 		if (s.name == "sinks" && *sinkRows == 0) || (s.name == "tick" && *tickRows == 0) ||
 			(s.name == "trickle" && *trickleSources == 0) || (s.name == "many" && *manySources == 0) || (s.name == "edge" && edge.conns == 0) ||
-			(s.name == "wide" && *wideFields == 0) {
+			(s.name == "wide" && *wideFields == 0) || (s.name == "compactwait" && *compactRows == 0) {
 			continue
 		}
 		if err := s.run(); err != nil {
