@@ -120,8 +120,10 @@ type tableSet struct {
 	cat *hadoop.Catalog
 	mu  sync.RWMutex
 	ds  map[string]*dataset
-	// notes are what loading had to repair (a lost CURRENT pointer), for the writer to log.
+	// notes are what loading had to repair (a lost CURRENT pointer), for the writer to log;
+	// lost records a generation loading had to set aside.
 	notes []string
+	lost  func(Lost) error
 }
 
 type dataset struct {
@@ -241,7 +243,16 @@ func Open(ctx context.Context, dir string, opts Options) (*Cache, error) {
 }
 
 func (c *Cache) open(ctx context.Context) error {
-	ts, err := loadTables(ctx, c.dir, true)
+	var err error
+	if c.losses, err = openLosses(c.dir); err != nil {
+		return err
+	}
+	ts, err := loadTables(ctx, c.dir, true, func(x Lost) error {
+		c.log.Error("a partition's table could not be read; its generation is kept aside and the partition goes on without it",
+			"dataset", x.Dataset, "partition", x.Partition, "from_seq", x.FromSeq, "to_seq", x.ToSeq, "rows", x.Rows, "kept_at", x.KeptAt, "reason", x.Reason)
+		_, err := c.losses.add([]Lost{x})
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -250,9 +261,6 @@ func (c *Cache) open(ctx context.Context) error {
 		c.log.Warn("cache state repaired at open", "what", n)
 	}
 	if err := c.relocate(ctx); err != nil {
-		return err
-	}
-	if c.losses, err = openLosses(c.dir); err != nil {
 		return err
 	}
 	// The next seq must be above everything persisted anywhere, so that losing or

@@ -155,3 +155,57 @@ func TestRepairSetsAsideAnUnreadableFile(t *testing.T) {
 		})
 	}
 }
+
+// TestUnreadableTableIsSetAsideAtOpen: a partition whose table cannot be read (its newest
+// metadata file deleted, or garbled) no longer keeps the cache from opening: that
+// generation is kept aside, its seq range recorded as a loss, every other partition reads
+// on, and the partition takes new rows.
+func TestUnreadableTableIsSetAsideAtOpen(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		harm func(newest string) error
+	}{
+		{"newest metadata deleted", os.Remove},
+		{"newest metadata garbled", func(p string) error { return os.WriteFile(p, []byte("{not json"), 0o600) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			c := openTest(t, dir)
+			ingestN(t, c, "web", 0, 10)
+			if err := c.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			last := ingestN(t, c, "web", 10, 10)
+			ingestN(t, c, "db", 1000, 5)
+			if err := c.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			ms, _ := filepath.Glob(filepath.Join(dir, "logs", "source=web", "gen-*", "metadata", "v*.metadata.json"))
+			newest := ""
+			for _, m := range ms {
+				if newest == "" || len(m) > len(newest) || m > newest {
+					newest = m
+				}
+			}
+			if err := tc.harm(newest); err != nil {
+				t.Fatal(err)
+			}
+			c = openTest(t, dir)
+			defer c.Close(ctx)
+			assertIDs(t, c, "db", 5)
+			lost, _ := c.Losses()
+			if len(lost) != 1 || lost[0].Partition != "source=web" || lost[0].ToSeq != last.LastSeq || lost[0].Rows != 20 {
+				t.Fatalf("losses %+v", lost)
+			}
+			if _, err := os.Stat(filepath.Join(lost[0].KeptAt, "data")); err != nil {
+				t.Errorf("the generation set aside is not kept: %v", err)
+			}
+			ingestN(t, c, "web", 100, 7)
+			if err := c.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			assertIDs(t, c, "web", 7)
+		})
+	}
+}

@@ -155,7 +155,7 @@ func OpenReader(ctx context.Context, dir string) (*Reader, error) {
 	if err := checkDir(dir); err != nil {
 		return nil, err
 	}
-	ts, err := loadTables(ctx, dir, false)
+	ts, err := loadTables(ctx, dir, false, nil)
 	if err != nil {
 		return nil, err
 	}

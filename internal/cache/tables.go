@@ -5,10 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
+	"time"
+
+	"github.com/apache/arrow-go/v18/parquet/file"
 
 	"github.com/apache/iceberg-go/table"
 
@@ -27,13 +32,14 @@ type partitionRecord struct {
 }
 
 // loadTables reads every partition's current generation. The writer (gc=true) also removes
-// generations left behind by an interrupted compaction or an earlier swap.
-func loadTables(ctx context.Context, dir string, gc bool) (*tableSet, error) {
+// generations left behind by an interrupted compaction or an earlier swap, and sets aside a
+// generation whose table cannot be read, recording the loss through lost first.
+func loadTables(ctx context.Context, dir string, gc bool, lost func(Lost) error) (*tableSet, error) {
 	cat, err := newCatalog(dir)
 	if err != nil {
 		return nil, err
 	}
-	ts := &tableSet{dir: dir, cat: cat, ds: map[string]*dataset{}}
+	ts := &tableSet{dir: dir, cat: cat, ds: map[string]*dataset{}, lost: lost}
 	dents, err := os.ReadDir(dir)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -54,7 +60,16 @@ func loadTables(ctx context.Context, dir string, gc bool) (*tableSet, error) {
 			if !pe.IsDir() {
 				continue
 			}
-			p, err := ts.loadPartition(ctx, ds, filepath.Join(dir, de.Name(), pe.Name()), gc)
+			pdir := filepath.Join(dir, de.Name(), pe.Name())
+			p, err := ts.loadPartition(ctx, ds, pdir, gc)
+			if err != nil && gc && damaged(err) {
+				// One partition's unreadable table must not keep the cache, and every other
+				// partition, from starting: its generation is kept aside as a loss and the
+				// partition goes on from an earlier generation or afresh.
+				if err = ts.setAside(pdir, ds.name, err); err == nil {
+					p, err = ts.loadPartition(ctx, ds, pdir, gc)
+				}
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -330,4 +345,82 @@ func (p *Partition) collect(cacheDir string) {
 			}
 		}
 	}
+}
+
+// damaged tells an unreadable table (a missing or garbled metadata, manifest or data file)
+// from a failure to read it at all (permissions, I/O errors, a cancelled open), which must
+// stop the open rather than set anything aside.
+func damaged(err error) bool {
+	return !errors.Is(err, fs.ErrPermission) && !errors.Is(err, syscall.EIO) &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// setAside moves the current generation of the partition at pdir, whose table cannot be
+// read, to <pdir>/.damaged-<generation>-<time> (kept, never deleted) and clears CURRENT.
+// The loss, recorded before anything moves, is the seq range its data files' own
+// statistics give, which may include rows an earlier retention had already deleted.
+func (ts *tableSet) setAside(pdir, dataset string, cause error) error {
+	b, err := os.ReadFile(filepath.Join(pdir, partitionFile))
+	if err != nil {
+		return errors.Join(cause, err)
+	}
+	var rec partitionRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return errors.Join(cause, err)
+	}
+	cur, err := os.ReadFile(filepath.Join(pdir, currentFile))
+	name := strings.TrimSpace(string(cur))
+	if _, ok := genNumber(name); err != nil || !ok {
+		return cause
+	}
+	gdir := filepath.Join(pdir, name)
+	x := Lost{Dataset: dataset, Partition: rec.Partition, Reason: "unreadable table: " + cause.Error(), DetectedAt: time.Now().UTC()}
+	files, _ := filepath.Glob(filepath.Join(gdir, "data", "*.parquet"))
+	for _, f := range files {
+		lo, hi, rows, err := footerSeqs(f)
+		if err != nil || rows == 0 {
+			continue
+		}
+		if x.Rows == 0 || lo < x.FromSeq {
+			x.FromSeq = lo
+		}
+		x.ToSeq, x.Rows = max(x.ToSeq, hi), x.Rows+rows
+	}
+	x.KeptAt = filepath.Join(pdir, fmt.Sprintf(".damaged-%s-%d", name, time.Now().UnixNano()))
+	if err := ts.lost(x); err != nil {
+		return errors.Join(cause, err)
+	}
+	if err := os.Rename(gdir, x.KeptAt); err != nil {
+		return errors.Join(cause, err)
+	}
+	if err := fsutil.SyncDir(pdir); err != nil {
+		return err
+	}
+	return fsutil.WriteFileAtomic(filepath.Join(pdir, currentFile), nil, 0o600)
+}
+
+// footerSeqs reads a data file's seq bounds and row count from its footer alone.
+func footerSeqs(path string) (lo, hi, rows int64, err error) {
+	defer recoverDamage(&err)
+	pf, err := file.OpenParquetFile(path, false)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer pf.Close()
+	md := pf.MetaData()
+	col := md.Schema.ColumnIndexByName(SeqColumn)
+	if col < 0 {
+		return 0, 0, 0, fmt.Errorf("%s: no %s column", path, SeqColumn)
+	}
+	for i := 0; i < md.NumRowGroups(); i++ {
+		l, h, ok := rowGroupBounds(md.RowGroup(i), col)
+		if !ok {
+			return 0, 0, 0, fmt.Errorf("%s: row group %d has no seq statistics", path, i)
+		}
+		if i == 0 || l < lo {
+			lo = l
+		}
+		hi = max(hi, h)
+	}
+	return lo, hi, md.NumRows, nil
 }
