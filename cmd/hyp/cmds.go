@@ -266,8 +266,12 @@ func statusCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			_, derr := control.Dial(cmd.Context(), home.Socket(dir))
+			cl, derr := control.Dial(cmd.Context(), home.Socket(dir))
 			running := derr == nil
+			cacheErr := ""
+			if running {
+				cacheErr = cl.CacheError()
+			}
 			// A home with no cache yet is reported as it is, without creating it.
 			var sinks []sink.InstanceStatus
 			if _, err := os.Stat(home.Cache(dir)); err != nil {
@@ -293,7 +297,7 @@ func statusCmd(g *globals) *cobra.Command {
 			if asJSON {
 				return printJSON(os.Stdout, map[string]any{
 					"home":     dir,
-					"daemon":   map[string]any{"running": running, "listen": cfg.Ingest.Listen},
+					"daemon":   map[string]any{"running": running, "listen": cfg.Ingest.Listen, "cache_error": cacheErr},
 					"datasets": cacheStatusJSON(st),
 					"losses":   nonNilLost(lost),
 					"sinks":    summary,
@@ -302,6 +306,9 @@ func statusCmd(g *globals) *cobra.Command {
 			state := "not running"
 			if running {
 				state = "running (ingest on " + cfg.Ingest.Listen + ")"
+			}
+			if cacheErr != "" {
+				state += "; NOT TAKING ROWS: " + cacheErr
 			}
 			fmt.Printf("home:    %s\ndaemon:  %s\n\n", dir, state)
 			printCacheStatus(os.Stdout, st)

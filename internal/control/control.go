@@ -102,7 +102,11 @@ func Handler(n *node.Node, ingest http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/ingest/", ingest)
 	mux.HandleFunc("GET /v1/ping", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, 200, map[string]any{"pid": os.Getpid(), "home": n.Home})
+		ping := map[string]any{"pid": os.Getpid(), "home": n.Home}
+		if err := n.Cache.Err(); err != nil {
+			ping["cache_error"] = err.Error()
+		}
+		writeJSON(w, 200, ping)
 	})
 	mux.HandleFunc("POST /v1/flush", func(w http.ResponseWriter, r *http.Request) {
 		if err := n.Flush(r.Context()); err != nil {
@@ -227,7 +231,8 @@ func (e *remoteError) Unwrap() error { return e.kind }
 
 // Client talks to a running daemon.
 type Client struct {
-	hc *http.Client
+	hc       *http.Client
+	cacheErr string // as the daemon reported it when dialled
 }
 
 // ErrNoDaemon means nothing answers on the socket.
@@ -244,12 +249,18 @@ func Dial(ctx context.Context, socket string) (*Client, error) {
 			return d.DialContext(ctx, "unix", socket)
 		},
 	}}}
-	var ping map[string]any
+	var ping struct {
+		CacheError string `json:"cache_error"`
+	}
 	if err := c.do(ctx, "GET", "/v1/ping", nil, "", &ping); err != nil {
 		return nil, ErrNoDaemon
 	}
+	c.cacheErr = ping.CacheError
 	return c, nil
 }
+
+// CacheError is why the daemon's cache stopped taking rows (its log failed), or "".
+func (c *Client) CacheError() string { return c.cacheErr }
 
 func (c *Client) do(ctx context.Context, method, path string, body []byte, ctype string, out any) error {
 	req, err := http.NewRequestWithContext(ctx, method, "http://hyp"+path, bytes.NewReader(body))
