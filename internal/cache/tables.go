@@ -100,6 +100,11 @@ func (ts *tableSet) loadPartition(ctx context.Context, ds *dataset, pdir string,
 		return nil, fmt.Errorf("%s: %w", filepath.Join(pdir, partitionFile), err)
 	}
 	p := &Partition{Dataset: ds.name, name: rec.Partition, dir: pdir}
+	if gc {
+		if err := clearClaims(pdir); err != nil {
+			return nil, err
+		}
+	}
 	cur, err := os.ReadFile(filepath.Join(pdir, currentFile))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
@@ -423,4 +428,22 @@ func footerSeqs(path string) (lo, hi, rows int64, err error) {
 		hi = max(hi, h)
 	}
 	return lo, hi, md.NumRows, nil
+}
+
+// clearClaims removes the metadata-version claims a writer killed inside a commit left
+// behind (iceberg-go's hadoop catalog treats one as a live writer for a minute, so the
+// first commit after a restart would fail until then). Only the writer calls it, under the
+// cache's lock: no other committer can own a claim. The commit a claim stood for never
+// completed, and the log still holds its rows.
+func clearClaims(pdir string) error {
+	claims, err := filepath.Glob(filepath.Join(pdir, "gen-*", "metadata", "*.metadata.json.claim"))
+	if err != nil {
+		return err
+	}
+	for _, c := range claims {
+		if err := os.Remove(c); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove stale metadata claim: %w", err)
+		}
+	}
+	return nil
 }
