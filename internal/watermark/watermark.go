@@ -119,6 +119,8 @@ type Store struct {
 	root string
 	log  *slog.Logger
 	now  func() time.Time
+	// writeFile makes a state file durable (fsutil.WriteFileAtomic); tests put faults in.
+	writeFile func(path string, data []byte, perm os.FileMode) error
 
 	mu    sync.Mutex
 	known map[Key]*entry
@@ -136,14 +138,27 @@ type entry struct {
 }
 
 // Open returns a store rooted at root. It creates nothing until the first write.
-func Open(root string, log *slog.Logger, now func() time.Time) *Store {
+func Open(root string, log *slog.Logger, now func() time.Time, opts ...Option) *Store {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{root: root, log: log, now: now, known: map[Key]*entry{}}
+	s := &Store{root: root, log: log, now: now, known: map[Key]*entry{}, writeFile: fsutil.WriteFileAtomic}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Option changes how a Store is opened.
+type Option func(*Store)
+
+// WithWriteFile replaces how state files are written (temp, fsync, rename, fsync of the
+// directory), so tests can make a write fail the way a full or failing disk does.
+func WithWriteFile(fn func(path string, data []byte, perm os.FileMode) error) Option {
+	return func(s *Store) { s.writeFile = fn }
 }
 
 // Path is the file of k.
@@ -237,7 +252,7 @@ func (s *Store) write(k Key, e *entry, st State) error {
 	if err := fsutil.MkdirAllSync(filepath.Dir(path)); err != nil {
 		return err
 	}
-	if err := fsutil.WriteFileAtomic(path, b, 0o600); err != nil {
+	if err := s.writeFile(path, b, 0o600); err != nil {
 		return fmt.Errorf("write watermark %s: %w", k, err)
 	}
 	e.seen, e.written, e.gen = true, b, st.Generation
