@@ -38,7 +38,7 @@ soak: tools
 	RAPID_CHECKS=2000 $(GO) test -count=1 -timeout 60m -run 'ExactlyOnceModel|ConcurrentExport' ./internal/sink
 	$(GO) test -count=10 -timeout 60m -run 'KillNine|ForwardThroughFaults|S3ExactlyOnce|SIGTERMDuring|KillNineLoses' ./cmd/hyp
 	$(GO) test -count=10 -timeout 60m -run 'RewindsDuringTicks|HandEditedWatermark|SeedScenario|StalledSink' ./cmd/hyp
-	$(GO) test -count=20 -timeout 60m -run 'ForcedPruneKilled|FlippedLogByte|CacheRepair|PoisonCorpus|CopiedHome|EdgeBodyBudget' ./cmd/hyp
+	$(GO) test -count=20 -timeout 60m -run 'ForcedPruneKilled|FlippedLogByte|CacheRepair|PoisonCorpus|CopiedHome|EdgeBodyBudget|FullDisk' ./cmd/hyp
 	HYP_KILL_LOOPS=200 $(GO) test -count=1 -timeout 60m -run 'KillNineAtRandomInstants' ./cmd/hyp
 
 # Longer fuzzing than the seed corpus `make test` runs.
