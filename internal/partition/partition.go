@@ -140,8 +140,20 @@ func PathSegment(name string) (string, error) {
 	if gw == "" {
 		return Segment(src), nil
 	}
-	return "gateway=" + gw + "," + Segment(src), nil
+	seg := "gateway=" + gw + "," + Segment(src)
+	if len(seg) > maxNameSegment {
+		// A 128-byte gateway id and a 200-byte source would make a name no filesystem
+		// takes, and the first row of such a partition would fail every flush.
+		sum := sha256.Sum256([]byte(name))
+		return "gateway~h" + hex.EncodeToString(sum[:16]), nil
+	}
+	return seg, nil
 }
+
+// maxNameSegment bounds a server partition's segment so that the longest name made from it
+// (a watermark's temp file: "." + segment + ".json.tmp-" and ten digits) stays within the
+// 255 bytes of common filesystems; shorter ones are as they always were.
+const maxNameSegment = 230
 
 // maxSegment keeps an escaped segment well under the 255-byte name limit of common
 // filesystems, leaving room for suffixes such as ".json".

@@ -2,6 +2,8 @@ package partition
 
 import (
 	"encoding/hex"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -166,4 +168,35 @@ func FuzzSanitizeSource(f *testing.F) {
 			t.Fatalf("valid source %q changed to %q", s, got)
 		}
 	})
+}
+
+// TestPathSegmentFitsAFileName: the longest gateway id with the longest source still names
+// a directory and a watermark file a filesystem takes, and two such partitions never share
+// one.
+func TestPathSegmentFitsAFileName(t *testing.T) {
+	gw := strings.Repeat("g", 128)
+	src := strings.Repeat("s", 199)
+	a, err := PathSegment("gateway=" + gw + "/source=" + src + "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := PathSegment("gateway=" + gw + "/source=" + src + "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a == b {
+		t.Fatalf("two partitions share %q", a)
+	}
+	for _, s := range []string{a, b} {
+		if n := len("." + s + ".json.tmp-1234567890"); n > 255 {
+			t.Errorf("%q makes %d-byte file names", s, n)
+		}
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, a+".json"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := PathSegment("gateway=g1/source=web"); got != "gateway=g1,source=web" {
+		t.Errorf("a short name changed to %q", got)
+	}
 }
