@@ -431,6 +431,16 @@ func (c *Cache) flushSegment(ctx context.Context, seg wal.Segment, last bool) er
 		ds := c.tables.dataset(rec.Dataset)
 		for _, g := range rec.Groups {
 			p, err := c.tables.partition(ds, g.Partition)
+			if err != nil && unstorablePartition(err) {
+				// No retry can create it: its rows are set aside rather than holding up
+				// every other partition's forever.
+				seq := g.FirstSeq
+				forLines(g.Body, func(line []byte) {
+					aside = append(aside, setAside{dataset: rec.Dataset, partition: g.Partition, seq: seq, line: slices.Clone(line), err: err})
+					seq++
+				})
+				continue
+			}
 			if err != nil {
 				return err
 			}
@@ -487,6 +497,13 @@ func (c *Cache) flushSegment(ctx context.Context, seg wal.Segment, last bool) er
 			"from_seq", x.FromSeq, "to_seq", x.ToSeq, "rows", x.Rows, "reason", x.Reason, "kept_at", x.KeptAt)
 	}
 	return nil
+}
+
+// unstorablePartition tells a partition directory that can never be made (a name the
+// filesystem refuses: eCryptfs, for one, takes names of at most 143 bytes, shorter than a
+// long source's segment) from one that failed for now (a full disk).
+func unstorablePartition(err error) bool {
+	return errors.Is(err, syscall.ENAMETOOLONG) || errors.Is(err, syscall.EINVAL)
 }
 
 func forLines(body []byte, fn func([]byte)) {
