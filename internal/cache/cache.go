@@ -1,14 +1,18 @@
 // Package cache owns hyp's durable local cache: the write-ahead log that makes an ingest
 // request durable before it is acknowledged, the cache-global ingest sequence, and one Apache
 // Iceberg table per (dataset, source) partition that the log is flushed into. It also owns
-// every rewrite of those tables (compaction, retention) and the incremental scan that sinks
-// read through.
+// every rewrite of those tables (compaction, retention, repair, relocation of a moved
+// home), the incremental scan that sinks read through, and the record of what it could not
+// keep (cache/_lost: the bytes and losses.jsonl).
 //
 // Invariants it keeps:
 //   - seqs are strictly increasing in commit order within every partition and never reused,
 //     also after a crash or the loss of any single state file;
 //   - a row acknowledged to a client is in exactly one table after replay, never twice;
-//   - tables hold no delete files, so the live data files are the rows.
+//   - tables hold no delete files, so the live data files are the rows;
+//   - nothing acknowledged goes missing without a loss naming its seq range, and no bytes
+//     that held acknowledged rows are deleted unread;
+//   - a table's stored column names are never the field names; readers match by field id.
 //
 // It never talks to the network and never decides retention policy: callers pass floors.
 package cache
