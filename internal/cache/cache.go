@@ -12,7 +12,7 @@
 //   - tables hold no delete files, so the live data files are the rows;
 //   - nothing acknowledged goes missing without a loss naming its seq range, and no bytes
 //     that held acknowledged rows are deleted unread;
-//   - a table's stored column names are never the field names; readers match by field id.
+//   - readers match a table's columns by field id, never by the names it stores.
 //
 // It never talks to the network and never decides retention policy: callers pass floors.
 package cache
