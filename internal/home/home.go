@@ -1,7 +1,8 @@
 // Package home owns where a hyp installation lives: the HYP_HOME directory and the fixed
 // names inside it (SPEC 2), and which gateway it is: the gateway id generated once for the
 // home and its binding to the path and machine it was generated for (gateway.go). Those two
-// files are the only ones it creates or reads.
+// files are the only ones it creates or reads; of the home directory itself it makes sure it
+// exists and is private to its owner (SPEC 2), as is everything the process creates.
 package home
 
 import (
