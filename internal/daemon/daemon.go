@@ -104,6 +104,9 @@ func RunServer(ctx context.Context, dir string, cfg *config.Config, o ServerOpti
 	})
 }
 
+// errStarting is why /healthz is 503 before the daemon serves.
+var errStarting = errors.New("the daemon is starting")
+
 // frontend builds the public listener's handler for a node; close runs after it stops.
 type frontend func(ctx context.Context, n *node.Node, ingest http.Handler) (h http.Handler, close func(), err error)
 
@@ -133,7 +136,12 @@ func serve(ctx context.Context, dir string, cfg *config.Config, listen string, l
 		Registerer:   n.Reg,
 		Gatherer:     n.Reg,
 		// Not ready once the log has failed for good: reads still work, ingest cannot.
-		Ready:  func() bool { return isReady.Load() && n.Cache.Err() == nil },
+		Ready: func() error {
+			if !isReady.Load() {
+				return errStarting
+			}
+			return n.Cache.Err()
+		},
 		Logger: log,
 		Budget: budget,
 	})

@@ -52,8 +52,9 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Gatherer is served at GET /metrics; nil turns /metrics into a 404.
 	Gatherer prometheus.Gatherer
-	// Ready reports whether /healthz answers 200 (true) or 503; nil means always ready.
-	Ready func() bool
+	// Ready says why /healthz answers 503 (the error's text is its message), or nil for 200;
+	// a nil Ready means always ready.
+	Ready func() error
 	// Logger receives storage failures; nil means slog.Default().
 	Logger *slog.Logger
 	// Budget is the body budget of the listener this handler's process serves (see
@@ -98,7 +99,7 @@ type otlpRoute struct {
 type handler struct {
 	store    Store
 	maxBody  int64
-	ready    func() bool
+	ready    func() error
 	log      *slog.Logger
 	scrape   http.Handler // nil when there is no Gatherer
 	otlp     [numEndpoints]otlpRoute
@@ -293,8 +294,10 @@ func (h *handler) healthz(w http.ResponseWriter, r *http.Request) int {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		return httpbody.WriteError(w, methodNotAllowed(w, "GET, HEAD"))
 	}
-	if h.ready != nil && !h.ready() {
-		return httpbody.WriteError(w, &httpbody.Error{Status: http.StatusServiceUnavailable, Kind: "not_ready", Msg: "the daemon is not ready"})
+	if h.ready != nil {
+		if err := h.ready(); err != nil {
+			return httpbody.WriteError(w, &httpbody.Error{Status: http.StatusServiceUnavailable, Kind: "not_ready", Msg: err.Error()})
+		}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)

@@ -604,13 +604,13 @@ func TestHealthz(t *testing.T) {
 	tests := []struct {
 		name     string
 		method   string
-		ready    func() bool
+		ready    func() error
 		wantCode int
 		wantBody string // exact for 200; the error kind otherwise
 	}{
 		{"no readiness check", "GET", nil, 200, "{\"status\":\"ok\"}\n"},
-		{"ready", "GET", func() bool { return true }, 200, "{\"status\":\"ok\"}\n"},
-		{"not ready", "GET", func() bool { return false }, 503, "not_ready"},
+		{"ready", "GET", func() error { return nil }, 200, "{\"status\":\"ok\"}\n"},
+		{"not ready", "GET", func() error { return errors.New("the log failed: EIO") }, 503, "not_ready"},
 		{"wrong method", "POST", nil, 405, "method_not_allowed"},
 	}
 	for _, tc := range tests {
@@ -618,7 +618,10 @@ func TestHealthz(t *testing.T) {
 			th := newTestHandler(t, 1024, func(o *Options) { o.Ready = tc.ready })
 			rec := th.do(tc.method, "/healthz", "", "", nil)
 			if tc.wantCode != 200 {
-				checkError(t, rec, tc.wantCode, tc.wantBody)
+				m := checkError(t, rec, tc.wantCode, tc.wantBody)
+				if tc.ready != nil && m["message"] != tc.ready().Error() {
+					t.Errorf("message %v, want the reason %q", m["message"], tc.ready())
+				}
 				return
 			}
 			if rec.Code != 200 || rec.Body.String() != tc.wantBody {
