@@ -168,7 +168,7 @@ func openFDs(t *testing.T) int {
 	t.Helper()
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
-		t.Skip("no /proc/self/fd")
+		t.Fatalf("counting open descriptors: %v", err)
 	}
 	return len(ents)
 }

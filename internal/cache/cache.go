@@ -55,7 +55,7 @@ var ErrUnavailable = errors.New("the cache's write-ahead log failed; restart hyp
 func storeError(err error) error {
 	var failed *wal.FailedError
 	switch {
-	case errors.Is(err, wal.ErrNoSpace), errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+	case errors.Is(err, wal.ErrNoSpace), fsutil.NoSpace(err):
 		return fmt.Errorf("%w: %v", ErrDiskFull, err)
 	case errors.As(err, &failed):
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
@@ -165,21 +165,17 @@ func (d *dataset) resolve(key string, vt ColType) (string, ColType, bool) {
 	defer d.mu.Unlock()
 	name, t := resolve(d.types, key, vt)
 	if _, ok := d.types[name]; !ok {
-		_, haveOverflow := d.types[OverflowColumn]
-		if name != OverflowColumn && len(d.order)+btoi(!haveOverflow) >= MaxColumns {
+		room := MaxColumns - len(d.order)
+		if _, ok := d.types[OverflowColumn]; !ok {
+			room-- // kept for OverflowColumn
+		}
+		if name != OverflowColumn && room <= 0 {
 			return "", 0, false
 		}
 		d.types[name] = t
 		d.order = append(d.order, Column{Name: name, Type: t})
 	}
 	return name, t, true
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 func (d *dataset) learn(cols []Column) {

@@ -66,7 +66,7 @@ func loadTables(ctx context.Context, dir string, gc bool, lost func(Lost) error)
 				// One partition's unreadable table must not keep the cache, and every other
 				// partition, from starting: its generation is kept aside as a loss and the
 				// partition goes on from an earlier generation or afresh.
-				if err = ts.setAside(pdir, ds.name, err); err == nil {
+				if err = ts.setAsideGeneration(pdir, ds.name, err); err == nil {
 					p, err = ts.loadPartition(ctx, ds, pdir, gc)
 				}
 			}
@@ -360,11 +360,11 @@ func damaged(err error) bool {
 		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
 
-// setAside moves the current generation of the partition at pdir, whose table cannot be
+// setAsideGeneration moves the current generation of the partition at pdir, whose table cannot be
 // read, to <pdir>/.damaged-<generation>-<time> (kept, never deleted) and clears CURRENT.
 // The loss, recorded before anything moves, is the seq range its data files' own
 // statistics give, which may include rows an earlier retention had already deleted.
-func (ts *tableSet) setAside(pdir, dataset string, cause error) error {
+func (ts *tableSet) setAsideGeneration(pdir, dataset string, cause error) error {
 	b, err := os.ReadFile(filepath.Join(pdir, partitionFile))
 	if err != nil {
 		return errors.Join(cause, err)

@@ -3,9 +3,11 @@
 package fsutil
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 )
 
 // WriteFileAtomic replaces path with data so that a crash at any instant leaves either
@@ -41,6 +43,12 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	}
 	ok = true
 	return SyncDir(dir)
+}
+
+// NoSpace reports whether err means the filesystem had no room (ENOSPC) or the owner's quota
+// was spent (EDQUOT): both pass once space is freed, unlike other write errors.
+func NoSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 // SyncDir makes directory entries (creates, renames, removes) in dir durable.

@@ -24,12 +24,12 @@ func TestRunManyPartitions(t *testing.T) {
 	}
 	var old syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
 	lowered := old
 	lowered.Cur = limit
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lowered); err != nil {
-		t.Skip(err)
+		t.Fatal(err) // lowering the soft limit needs no privilege
 	}
 	defer syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old)
 	out, err := run(t, []Table{tbl}, "SELECT count(*) AS n, count(DISTINCT msg) AS m FROM logs", Options{Format: FormatJSONL})

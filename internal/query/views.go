@@ -4,23 +4,17 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/hyp-project/hyp/internal/cache"
 )
 
-// Names of the internal columns every cache file carries, and of the virtual
-// column that names a row's partition. Every column with internalPrefix (a
-// central server also keeps the sender's `_hyp_origin_seq`) is shown only with
-// Options.Internal, except overflowColumn (cache.OverflowColumn), which holds
-// user fields.
+// The virtual column that names a row's partition, and read_parquet's file name column,
+// which is never shown. Which table columns are internal (shown only with
+// Options.Internal) is the cache's rule: cache.Internal.
 const (
-	internalPrefix  = "_hyp_"
 	partitionColumn = "_hyp_partition"
-	overflowColumn  = "_hyp_overflow"
-	fileColumn      = "_hyp_file" // read_parquet's file name column, never shown
+	fileColumn      = "_hyp_file"
 )
-
-func hidden(name string) bool {
-	return strings.HasPrefix(name, internalPrefix) && name != overflowColumn
-}
 
 var duckTypes = map[string]string{
 	"string":      "VARCHAR",
@@ -103,7 +97,7 @@ func viewSQL(t Table, internal bool) (string, error) {
 	var cols []viewColumn
 	var src []Column // the table column behind cols[i]
 	for i, c := range t.Columns {
-		if !internal && hidden(c.Name) {
+		if !internal && cache.Internal(c.Name) {
 			continue
 		}
 		typ, ok := duckTypes[c.Type]

@@ -23,7 +23,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 
 	"github.com/hyp-project/hyp/internal/fsutil"
 )
@@ -327,7 +326,7 @@ func (l *Log) writeOut() error {
 			if err = l.seg.Sync(); err == nil {
 				l.segSize += int64(len(buf))
 			}
-		} else if isNoSpace(err) {
+		} else if fsutil.NoSpace(err) {
 			noSpace = true
 			if terr := l.undo(); terr != nil {
 				err, noSpace = fmt.Errorf("%w; cutting the partial write: %v", err, terr), false
@@ -368,10 +367,6 @@ func (l *Log) undo() error {
 	}
 	_, err := l.seg.Seek(l.segSize, io.SeekStart)
 	return err
-}
-
-func isNoSpace(err error) bool {
-	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 // Rotate makes everything appended so far durable, seals the current segment and starts a
