@@ -28,6 +28,7 @@ type batch struct {
 	byName  map[string]int
 	touched []*colBuilder // columns given a value in the row being added
 	rows    int
+	bytes   int // NDJSON bytes of the rows held, for the flush's memory bounds
 	maxSeq  int64
 	scratch []byte
 	ovf     []byte // the row's fields beyond MaxColumns, as `,"key":value`...
@@ -36,11 +37,14 @@ type batch struct {
 
 type colBuilder struct {
 	Column
-	b      array.Builder
-	setRow int // row whose value is pending in kind/raw; -1 if none
-	kind   jsonrow.Kind
-	raw    []byte
-	num    number
+	b array.Builder
+	// lastRows and lastData are the rows and string bytes the column held when record last
+	// took it, for reset to reserve.
+	lastRows, lastData int
+	setRow             int // row whose value is pending in kind/raw; -1 if none
+	kind               jsonrow.Kind
+	raw                []byte
+	num                number
 }
 
 // number is a JSON number read once: the forms the column types can hold.
@@ -267,9 +271,14 @@ func (b *batch) record(sc *arrow.Schema, logical func(string) string) (arrow.Rec
 			arrs = append(arrs, array.MakeArrayOfNull(memory.DefaultAllocator, f.Type, b.rows))
 			continue
 		}
-		cb := b.cols[i].b
+		col := b.cols[i]
+		cb := col.b
 		if n := cb.Len(); n < b.rows {
 			cb.AppendNulls(b.rows - n)
+		}
+		col.lastRows = b.rows
+		if sb, ok := cb.(*array.StringBuilder); ok {
+			col.lastData = sb.DataLen()
 		}
 		a := cb.NewArray()
 		if !arrow.TypeEqual(a.DataType(), f.Type) {
@@ -280,6 +289,22 @@ func (b *batch) record(sc *arrow.Schema, logical func(string) string) (arrow.Rec
 	}
 	rec := array.NewRecordBatch(sc, arrs, int64(b.rows))
 	return rec, nil
+}
+
+// reset empties a batch whose rows record has just taken (its builders are empty again),
+// keeping its columns for the rows to come. Each builder is given the room its last chunk
+// took, so the next chunk, most often alike, is one allocation per column rather than a
+// series of doublings that copy what was appended.
+func (b *batch) reset() {
+	b.seqs.Reserve(b.rows)
+	b.times.Reserve(b.rows)
+	for _, c := range b.cols {
+		c.b.Reserve(c.lastRows)
+		if sb, ok := c.b.(*array.StringBuilder); ok {
+			sb.ReserveData(c.lastData)
+		}
+	}
+	b.rows, b.bytes = 0, 0
 }
 
 func (b *batch) release() {

@@ -78,8 +78,6 @@ const (
 	// seqBlock is how far ahead seq.json reserves, so the allocator file is written once per
 	// million rows rather than per request.
 	seqBlock = 1 << 20
-	// flushBatchRows bounds memory during a flush of a large backlog.
-	flushBatchRows = 1 << 20
 )
 
 // Options tune a Cache.
@@ -99,6 +97,7 @@ type Cache struct {
 	tables *tableSet
 	// settledRows is the file size compaction leaves alone (defaultSettledRows; tests lower it).
 	settledRows int64
+	limits      flushLimits
 	// link hard-links a settled file into a new generation (os.Link; tests fail it).
 	link func(oldname, newname string) error
 	// built, when set, runs after compaction built a new generation and before it takes the
@@ -231,7 +230,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cache{dir: dir, log: opts.Logger, now: opts.Now, lock: lk, settledRows: defaultSettledRows, link: os.Link}
+	c := &Cache{dir: dir, log: opts.Logger, now: opts.Now, lock: lk, settledRows: defaultSettledRows, limits: defaultFlushLimits, link: os.Link}
 	if err := c.open(ctx); err != nil {
 		if c.wal != nil {
 			_ = c.wal.Close()
@@ -386,29 +385,14 @@ func (c *Cache) Flush(ctx context.Context) error {
 // before seg is released (last: seg is the newest sealed one, so the active segment bounds a
 // loss at its end), and every intact record after them is flushed. One partition whose
 // commit fails does not keep the others from committing: seg then stays pending, and its
-// replay skips what did commit.
+// replay skips what did commit. Memory stays bounded however large seg is: rows go through a
+// flushRound (flush.go), which streams large partitions into their data files as it reads.
 func (c *Cache) flushSegment(ctx context.Context, seg wal.Segment, last bool) error {
-	batches := map[*Partition]*batch{}
+	round := newFlushRound(ctx, c)
 	var (
-		order []*Partition
 		aside []setAside
-		errs  []error
 		lost  []Lost
 	)
-	rows := 0
-	commit := func() {
-		for _, p := range order {
-			b := batches[p]
-			if b.rows > 0 {
-				if err := c.commit(ctx, p, b); err != nil {
-					errs = append(errs, err)
-				}
-			}
-			b.release()
-		}
-		clear(batches)
-		order, rows = order[:0], 0
-	}
 	dmg := c.damage // advanced only once seg is done
 	damaged := func(off, end int64, why string) error {
 		kept, err := c.losses.keepSegment(seg.Path)
@@ -444,43 +428,37 @@ func (c *Cache) flushSegment(ctx context.Context, seg wal.Segment, last bool) er
 			if err != nil {
 				return err
 			}
+			if round.failed[p] {
+				continue
+			}
 			floor := p.maxSeq()
-			b := batches[p]
 			seq := g.FirstSeq
 			forLines(g.Body, func(line []byte) {
 				defer func() { seq++ }()
-				if seq <= floor {
+				if seq <= floor || round.failed[p] {
 					return // already committed before a crash: replay skips it
 				}
-				if b == nil {
-					b = newBatch(ds)
-					batches[p] = b
-					order = append(order, p)
-				}
-				rows++
+				b := round.batch(p, ds)
 				if err := b.add(line, seq, rec.IngestedAt); err != nil {
 					aside = append(aside, setAside{dataset: rec.Dataset, partition: g.Partition, seq: seq, line: slices.Clone(line), err: err})
+					return
 				}
+				round.added(p, b, len(line))
 			})
-			if rows >= flushBatchRows {
-				commit()
-			}
 		}
 		return nil
 	}, func(d wal.Damage) error {
 		return damaged(d.Offset, d.End, "damaged log bytes")
 	})
 	if err != nil {
-		for _, b := range batches {
-			b.release()
-		}
+		round.abort()
 		return fmt.Errorf("flush %s: %w", seg.Path, err)
 	}
 	if last {
 		lost = dmg.intact(dmg.activeStart, dmg.activeStart-1, lost)
 	}
-	commit()
-	if err := errors.Join(errs...); err != nil {
+	round.commit()
+	if err := round.err(); err != nil {
 		return fmt.Errorf("flush %s: %w", seg.Path, err)
 	}
 	set, err := c.losses.setAside(aside, c.now())
@@ -522,16 +500,8 @@ func forLines(body []byte, fn func([]byte)) {
 func (c *Cache) commit(ctx context.Context, p *Partition, b *batch) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.gen == nil {
-		g, err := c.tables.createFirstGeneration(ctx, p, b.cols)
-		if err != nil {
-			return err
-		}
-		p.gen = g
-	} else if cols := b.newColumns(p.gen.columns()); len(cols) > 0 {
-		if err := p.gen.addColumns(ctx, cols); err != nil {
-			return err
-		}
+	if err := c.prepare(ctx, p, b); err != nil {
+		return err
 	}
 	sc, err := table.SchemaToArrowSchema(p.gen.tbl.Schema(), nil, true, false)
 	if err != nil {
@@ -543,6 +513,21 @@ func (c *Cache) commit(ctx context.Context, p *Partition, b *batch) error {
 	}
 	defer rec.Release()
 	return p.gen.append(ctx, rec, b.maxSeq)
+}
+
+// prepare makes p's table ready for b's rows, creating it or adding b's new columns. The
+// caller holds p.mu.
+func (c *Cache) prepare(ctx context.Context, p *Partition, b *batch) error {
+	if p.gen == nil {
+		g, err := c.tables.createFirstGeneration(ctx, p, b.cols)
+		if err != nil {
+			return err
+		}
+		p.gen = g
+	} else if cols := b.newColumns(p.gen.columns()); len(cols) > 0 {
+		return p.gen.addColumns(ctx, cols)
+	}
+	return nil
 }
 
 func (p *Partition) maxSeq() int64 {

@@ -59,6 +59,9 @@ type groupBuilder struct {
 type grouper struct {
 	groups []*groupBuilder
 	index  map[string]*groupBuilder
+	// size is the request's bytes: the first group, most often the only one, is given room
+	// for all of them at once rather than growing by doubling.
+	size int
 }
 
 func (g *grouper) add(source string, line []byte) {
@@ -68,6 +71,9 @@ func (g *grouper) add(source string, line []byte) {
 			g.index = map[string]*groupBuilder{}
 		}
 		gb = &groupBuilder{name: partition.Name(source)}
+		if len(g.groups) == 0 {
+			gb.body.Grow(g.size)
+		}
 		g.index[source] = gb
 		g.groups = append(g.groups, gb)
 	}
@@ -89,7 +95,7 @@ func (c *Cache) Ingest(dataset, source string, body []byte) (Result, error) {
 		}
 	}
 	var (
-		g       grouper
+		g       = grouper{size: len(body) + 1}
 		sc      jsonrow.Scanner
 		rowSrc  []byte
 		scratch []byte
@@ -152,7 +158,10 @@ func (c *Cache) IngestRows(dataset string, rows []Row) (Result, error) {
 	if err := CheckDataset(dataset); err != nil {
 		return Result{}, err
 	}
-	var g grouper
+	g := grouper{size: len(rows)}
+	for _, r := range rows {
+		g.size += len(r.Line)
+	}
 	for _, r := range rows {
 		src := r.Source
 		if src == "" || partition.ValidateSource(src) != nil {
@@ -174,6 +183,7 @@ func (c *Cache) IngestPartition(dataset, partitionName string, body []byte) (Res
 		return Result{}, &InputError{Kind: "bad_source", Msg: err.Error()}
 	}
 	gb := &groupBuilder{name: partitionName}
+	gb.body.Grow(len(body) + 1)
 	var sc jsonrow.Scanner
 	err := jsonrow.Lines(body, func(lineNo int, line []byte) error {
 		err := sc.Object(line, func(f jsonrow.Field) error {

@@ -331,11 +331,16 @@ func (g *generation) append(ctx context.Context, rec arrow.RecordBatch, maxSeq i
 	}
 	defer rdr.Release()
 	tx := g.tbl.NewTransaction()
-	if err := tx.SetProperties(iceberg.Properties{propMaxSeq: strconv.FormatInt(maxSeq, 10)}); err != nil {
-		return fmt.Errorf("table %v: set max seq: %w", g.ident, err)
-	}
 	if err := tx.Append(ctx, rdr, nil); err != nil {
 		return fmt.Errorf("table %v: append: %w", g.ident, err)
+	}
+	return g.commitAppend(ctx, tx, maxSeq)
+}
+
+// commitAppend commits tx, which appended the rows through maxSeq, with the new max seq.
+func (g *generation) commitAppend(ctx context.Context, tx *table.Transaction, maxSeq int64) error {
+	if err := tx.SetProperties(iceberg.Properties{propMaxSeq: strconv.FormatInt(maxSeq, 10)}); err != nil {
+		return fmt.Errorf("table %v: set max seq: %w", g.ident, err)
 	}
 	if err := g.commit(ctx, tx); err != nil {
 		return fmt.Errorf("table %v: commit append: %w", g.ident, err)

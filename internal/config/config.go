@@ -30,6 +30,10 @@ type Config struct {
 	Ingest    Ingest          `yaml:"ingest"`
 	Cache     Cache           `yaml:"cache"`
 	Sinks     map[string]Sink `yaml:"sinks"` // keyed by instance name
+	// MemoryLimitBytes is the Go runtime's soft memory limit for the daemon and the server
+	// (0: none): the collector makes its garbage collector work harder near it instead of
+	// letting the heap double, and returns freed memory. GOMEMLIMIT, when set, wins.
+	MemoryLimitBytes int64 `yaml:"memory_limit_bytes"`
 	// File is the path Load was given ("" for <home>/hyp.yaml or the defaults), so a
 	// reload reads the same place.
 	File string `yaml:"-"`
@@ -88,12 +92,17 @@ type Destination struct {
 	ForcePathStyle bool   `yaml:"force_path_style"`
 }
 
+// DefaultMemoryLimit keeps a daemon at full ingest speed under 200 MiB of RSS
+// (docs/PERFORMANCE.md).
+const DefaultMemoryLimit = 160 << 20
+
 // Default returns the embedded defaults resolved for home (HYP_HOME). The
 // spec writes the default export root as ~/.hyp/exports; it is really
 // <home>/exports, which is the same place when home is ~/.hyp.
 func Default(home string) *Config {
 	return &Config{
-		Ingest: Ingest{Listen: "127.0.0.1:18521", MaxBodyBytes: 16 << 20},
+		Ingest:           Ingest{Listen: "127.0.0.1:18521", MaxBodyBytes: 16 << 20},
+		MemoryLimitBytes: DefaultMemoryLimit,
 		Cache: Cache{
 			FlushInterval: Duration(2 * time.Second),
 			Retention: Retention{

@@ -100,6 +100,9 @@ func validate(c *Config) []problem {
 	if c.Ingest.MaxBodyBytes <= 0 {
 		add(problemf("ingest.max_body_bytes", "must be greater than 0, got %d", c.Ingest.MaxBodyBytes))
 	}
+	if c.MemoryLimitBytes < 0 {
+		add(problemf("memory_limit_bytes", "must be 0 (no limit) or more, got %d", c.MemoryLimitBytes))
+	}
 	positive := func(key string, d Duration) {
 		if d <= 0 {
 			add(problemf(key, "must be greater than 0, got %v", time.Duration(d)))

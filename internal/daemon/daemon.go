@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -110,10 +111,21 @@ var errStarting = errors.New("the daemon is starting")
 // frontend builds the public listener's handler for a node; close runs after it stops.
 type frontend func(ctx context.Context, n *node.Node, ingest http.Handler) (h http.Handler, close func(), err error)
 
+// limitMemory sets the runtime's soft memory limit the config asks for, unless the operator
+// set GOMEMLIMIT, which the runtime has already applied.
+func limitMemory(limit int64, log *slog.Logger) {
+	if limit <= 0 || os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	debug.SetMemoryLimit(limit)
+	log.Debug("soft memory limit set", "bytes", limit)
+}
+
 func serve(ctx context.Context, dir string, cfg *config.Config, listen string, log *slog.Logger, ready func(string), front frontend) error {
 	if err := home.Prepare(dir); err != nil {
 		return err
 	}
+	limitMemory(cfg.MemoryLimitBytes, log)
 	n, err := node.Open(ctx, dir, cfg, log)
 	if errors.Is(err, cache.ErrLocked) {
 		return fmt.Errorf("another hyp daemon (or a CLI command) holds %s: %w", dir, err)

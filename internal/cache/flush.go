@@ -1,0 +1,318 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/iceberg-go/table"
+)
+
+// flushLimits bound what a flush holds in memory (defaultFlushLimits; tests lower them).
+type flushLimits struct {
+	// chunkRows and chunkBytes bound what one partition holds as Arrow builders: a batch
+	// that reaches either is handed to its partition's stream as one record and its builders
+	// start empty again. Records are smaller than a row group: the data file's writer
+	// gathers them into row groups of rowGroupRows.
+	chunkRows, chunkBytes int
+	// budget bounds the NDJSON bytes all of a flush's batches hold together. Beyond it the
+	// largest batches are streamed; when they cannot be (no stream could be opened) every
+	// batch and stream of the round is committed.
+	budget int
+	// streams bounds the partitions streaming at once: each holds an open data file, a
+	// goroutine and a buffered row group.
+	streams int
+}
+
+var defaultFlushLimits = flushLimits{chunkRows: rowGroupRows / 4, chunkBytes: 2 << 20, budget: 32 << 20, streams: 64}
+
+// flushRound collects the rows a flush reads from the log, per partition, and commits them.
+// It keeps memory bounded whatever the size of the log being flushed: a partition whose
+// batch fills a chunk gets a stream, which encodes each chunk into the partition's new data
+// file as it comes, so the flush holds at most a chunk of Arrow data per partition (plus the
+// budget across the partitions that never filled one).
+//
+// Each partition's rows reach its table in seq order, and a round commits each partition
+// once (a stream whose table needs new columns commits early, before they are added). The
+// order of commits across partitions is free: every partition's table has its own max seq.
+type flushRound struct {
+	c       *Cache
+	ctx     context.Context
+	batches map[*Partition]*batch
+	streams map[*Partition]*stream
+	failed  map[*Partition]bool // partitions given up on for the rest of the segment
+	order   []*Partition        // partitions with a batch (every stream has one), first seen first
+	held    int                 // NDJSON bytes in batches, not yet streamed
+	errs    []error
+}
+
+func newFlushRound(ctx context.Context, c *Cache) *flushRound {
+	return &flushRound{c: c, ctx: ctx, batches: map[*Partition]*batch{}, streams: map[*Partition]*stream{}, failed: map[*Partition]bool{}}
+}
+
+// batch is p's batch, made on first use.
+func (r *flushRound) batch(p *Partition, ds *dataset) *batch {
+	b := r.batches[p]
+	if b == nil {
+		b = newBatch(ds)
+		r.batches[p] = b
+		r.order = append(r.order, p)
+	}
+	return b
+}
+
+// added accounts for a row of n bytes just added to p's batch b, streaming or committing
+// as the bounds require.
+func (r *flushRound) added(p *Partition, b *batch, n int) {
+	b.bytes += n
+	r.held += n
+	lim := r.c.limits
+	if b.rows >= lim.chunkRows || b.bytes >= lim.chunkBytes {
+		r.spill(p, b)
+	}
+	if r.held <= lim.budget {
+		return
+	}
+	// Largest first, so a few streams relieve the most.
+	for r.held > lim.budget/2 {
+		var big *Partition
+		for q, qb := range r.batches {
+			if qb.rows > 0 && (big == nil || qb.bytes > r.batches[big].bytes) {
+				big = q
+			}
+		}
+		if big == nil || !r.spill(big, r.batches[big]) {
+			r.commit()
+			return
+		}
+	}
+}
+
+// spill hands b's rows to p's stream, opening one if it can; false when p has no stream
+// and cannot get one now (its rows then stay in b).
+func (r *flushRound) spill(p *Partition, b *batch) bool {
+	if b.rows == 0 {
+		return true
+	}
+	s := r.streams[p]
+	if s == nil {
+		if len(r.streams) >= r.c.limits.streams || !p.rewrite.TryLock() {
+			// Compaction or retention holds the partition: a stream would hold its table's
+			// base from under them, so the rows wait in the batch for the round's commit.
+			return false
+		}
+		var err error
+		if s, err = r.c.openStream(r.ctx, p, b); err != nil {
+			p.rewrite.Unlock()
+			r.fail(p, b, err)
+			return true
+		}
+		r.streams[p] = s
+	} else if cols := b.newColumns(s.gen.columns()); len(cols) > 0 {
+		// A stream's schema is fixed when it opens: commit what it wrote, then evolve.
+		err := s.finish(r.ctx)
+		delete(r.streams, p)
+		if err != nil {
+			p.rewrite.Unlock()
+			r.fail(p, b, err)
+			return true
+		}
+		if s, err = r.c.openStream(r.ctx, p, b); err != nil {
+			p.rewrite.Unlock()
+			r.fail(p, b, err)
+			return true
+		}
+		r.streams[p] = s
+	}
+	if err := s.push(b); err != nil {
+		r.fail(p, b, err)
+		return true
+	}
+	r.held -= b.bytes
+	b.reset()
+	return true
+}
+
+// fail gives up on p for the rest of the segment: its stream is stopped, its batch dropped,
+// and the flush skips its later rows, because committing those would raise its max seq past
+// the dropped ones and the segment's replay would skip them. The segment stays pending.
+func (r *flushRound) fail(p *Partition, b *batch, err error) {
+	r.errs = append(r.errs, err)
+	r.failed[p] = true
+	if s := r.streams[p]; s != nil {
+		s.abort()
+		delete(r.streams, p)
+		p.rewrite.Unlock()
+	}
+	if b != nil {
+		r.held -= b.bytes
+		b.reset()
+	}
+}
+
+// commit commits every partition of the round and starts a new round.
+func (r *flushRound) commit() {
+	for _, p := range r.order {
+		b := r.batches[p]
+		if r.streams[p] != nil && b.rows > 0 {
+			r.spill(p, b) // on failure it ends the stream
+		}
+		if s := r.streams[p]; s != nil {
+			if err := s.finish(r.ctx); err != nil {
+				r.errs = append(r.errs, err)
+				r.failed[p] = true
+			}
+			p.rewrite.Unlock()
+		} else if b.rows > 0 {
+			if err := r.c.commit(r.ctx, p, b); err != nil {
+				r.errs = append(r.errs, err)
+				r.failed[p] = true
+			}
+		}
+		b.release()
+	}
+	clear(r.batches)
+	clear(r.streams)
+	r.order, r.held = r.order[:0], 0
+}
+
+// abort ends the round without committing anything after a read error.
+func (r *flushRound) abort() {
+	for p, s := range r.streams {
+		s.abort()
+		p.rewrite.Unlock()
+	}
+	for _, b := range r.batches {
+		b.release()
+	}
+	clear(r.batches)
+	clear(r.streams)
+	r.order, r.held = r.order[:0], 0
+}
+
+func (r *flushRound) err() error { return errors.Join(r.errs...) }
+
+// stream is one partition's append in progress: a transaction whose data file iceberg-go
+// writes, in its own goroutine, from the records pushed into ch. Its owner holds the
+// partition's rewrite lock from open to finish or abort, so nothing but this append changes
+// the table meanwhile and the transaction's base stays current; the partition lock is taken
+// only to open and to commit, so readers never wait for the rows being encoded.
+type stream struct {
+	p      *Partition
+	gen    *generation
+	tx     *table.Transaction
+	sc     *arrow.Schema
+	ch     chan arrow.RecordBatch
+	done   chan error
+	maxSeq int64
+	ended  bool  // done has been received into err
+	err    error // the append's result, once ended
+}
+
+// openStream starts p's stream with b's columns in its table, creating the table or
+// adding columns first.
+func (c *Cache) openStream(ctx context.Context, p *Partition, b *batch) (*stream, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := c.prepare(ctx, p, b); err != nil {
+		return nil, err
+	}
+	return startStream(ctx, p, p.gen)
+}
+
+func startStream(ctx context.Context, p *Partition, g *generation) (*stream, error) {
+	sc, err := table.SchemaToArrowSchema(g.tbl.Schema(), nil, true, false)
+	if err != nil {
+		return nil, err
+	}
+	s := &stream{p: p, gen: g, tx: g.tbl.NewTransaction(), sc: sc, ch: make(chan arrow.RecordBatch, 1), done: make(chan error, 1), maxSeq: g.maxSeq}
+	rdr := &chanReader{sc: sc, ch: s.ch}
+	rdr.refs.Store(1)
+	go func() { s.done <- s.tx.Append(ctx, rdr, nil) }()
+	return s, nil
+}
+
+// push sends b's rows, which must have only columns the stream's table has, to the stream.
+func (s *stream) push(b *batch) error {
+	rec, err := b.record(s.sc, s.gen.logical)
+	if err != nil {
+		return fmt.Errorf("partition %s/%s: %w", s.p.Dataset, s.p.Name(), err)
+	}
+	select {
+	case s.ch <- rec:
+	case err := <-s.done:
+		// The append gave up; it reads no more.
+		rec.Release()
+		s.ended, s.err = true, err
+		return fmt.Errorf("table %v: append: %w", s.gen.ident, err)
+	}
+	s.maxSeq = b.maxSeq
+	return nil
+}
+
+// finish waits for the data file and commits it with the stream's max seq.
+func (s *stream) finish(ctx context.Context) error {
+	if err := s.end(); err != nil {
+		return fmt.Errorf("table %v: append: %w", s.gen.ident, err)
+	}
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	return s.gen.commitAppend(ctx, s.tx, s.maxSeq)
+}
+
+// abort stops the stream without committing; iceberg-go removes the file it was writing.
+func (s *stream) abort() { s.end() }
+
+// end closes the stream's input and waits for its append to return.
+func (s *stream) end() error {
+	close(s.ch)
+	if !s.ended {
+		s.ended, s.err = true, <-s.done
+	}
+	for rec := range s.ch {
+		rec.Release() // pushed after the append had stopped reading
+	}
+	return s.err
+}
+
+// chanReader is the array.RecordReader a stream's append reads: the records pushed into ch,
+// in order, until ch is closed. It owns each record it yields until the next Next.
+type chanReader struct {
+	refs atomic.Int64
+	sc   *arrow.Schema
+	ch   <-chan arrow.RecordBatch
+	cur  arrow.RecordBatch
+}
+
+func (r *chanReader) Retain() { r.refs.Add(1) }
+
+func (r *chanReader) Release() {
+	if r.refs.Add(-1) == 0 {
+		r.drop()
+	}
+}
+
+func (r *chanReader) drop() {
+	if r.cur != nil {
+		r.cur.Release()
+		r.cur = nil
+	}
+}
+
+func (r *chanReader) Schema() *arrow.Schema { return r.sc }
+
+func (r *chanReader) Next() bool {
+	r.drop()
+	rec, ok := <-r.ch
+	r.cur = rec
+	return ok
+}
+
+func (r *chanReader) RecordBatch() arrow.RecordBatch { return r.cur }
+
+// Record is RecordBatch under its deprecated name, which the interface still requires.
+func (r *chanReader) Record() arrow.RecordBatch { return r.cur }
+
+func (r *chanReader) Err() error { return nil }
