@@ -177,3 +177,77 @@ func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
 }
+
+// TestReaderToleratesOneUnreadableTable: a read-only opening, which may not set anything
+// aside, reads every other partition when one partition's table cannot be read; status
+// shows that partition with an error naming the file, and a view hands the error on for
+// that partition's reads.
+func TestReaderToleratesOneUnreadableTable(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		harm func(t *testing.T, p *Partition) string // returns the file the error must name
+	}{
+		{"newest metadata garbled", func(t *testing.T, p *Partition) string {
+			m := newestMetadata(t, p)
+			if err := os.WriteFile(m, []byte("{not json"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}},
+		{"manifest list deleted", func(t *testing.T, p *Partition) string {
+			l := localPath(p.gen.tbl.CurrentSnapshot().ManifestList)
+			if err := os.Remove(l); err != nil {
+				t.Fatal(err)
+			}
+			return l
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			c := openTest(t, dir)
+			defer c.Close(ctx)
+			ingestN(t, c, "web", 0, 10)
+			ingestN(t, c, "db", 100, 5)
+			ingestN(t, c, "zz", 200, 3)
+			if err := c.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			file := tc.harm(t, c.tables.lookup("logs", "source=web"))
+
+			r, err := OpenReader(ctx, dir)
+			if err != nil {
+				t.Fatalf("reader: %v", err)
+			}
+			st := r.Status()
+			if len(st) != 3 {
+				t.Fatalf("status %+v", st)
+			}
+			for _, s := range st {
+				switch s.Partition {
+				case "source=web":
+					if s.Err == nil || !strings.Contains(s.Err.Error(), file) {
+						t.Errorf("web: %v, want an error naming %s", s.Err, file)
+					}
+				default:
+					if s.Err != nil || s.Rows == 0 {
+						t.Errorf("%s: %+v", s.Partition, s)
+					}
+				}
+			}
+			v, err := r.View()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer v.Release()
+			if len(v.Tables) != 1 || len(v.Tables[0].Partitions) != 3 {
+				t.Fatalf("view %+v", v.Tables)
+			}
+			for _, p := range v.Tables[0].Partitions {
+				if bad := p.Partition == "source=web"; bad != (p.Err != nil) || bad == (len(p.Files) > 0) {
+					t.Errorf("view partition %+v", p)
+				}
+			}
+		})
+	}
+}

@@ -178,6 +178,11 @@ func loadGeneration(ctx context.Context, cat *hadoop.Catalog, warehouse string, 
 	}
 	defer lk.Unlock()
 	if g.tbl, err = cat.LoadTable(ctx, ident); err != nil {
+		// The catalog loads the newest version; its error does not always say which file.
+		mdir := filepath.Join(g.dir, "metadata")
+		if vs, verr := metadataVersions(mdir); verr == nil && len(vs) > 0 && !strings.Contains(err.Error(), mdir) {
+			return nil, fmt.Errorf("load table %v from %s: %w", ident, metadataPath(mdir, vs[0]), err)
+		}
 		return nil, fmt.Errorf("load table %v: %w", ident, err)
 	}
 	if g.moved = g.movedFrom(); g.moved != "" {

@@ -35,6 +35,19 @@ type partitionRecord struct {
 // generations left behind by an interrupted compaction or an earlier swap, and sets aside a
 // generation whose table cannot be read, recording the loss through lost first.
 func loadTables(ctx context.Context, dir string, gc bool, lost func(Lost) error) (*tableSet, error) {
+	return loadTablesBroken(ctx, dir, gc, lost, nil)
+}
+
+// brokenPartition is a partition whose table a read-only opening could not read.
+type brokenPartition struct {
+	dataset, partition string
+	err                error
+}
+
+// loadTablesBroken is loadTables, except that when broken is set (read-only openings, which
+// may not set anything aside), a partition whose table cannot be read goes to broken
+// instead of failing the whole load: the others are read on.
+func loadTablesBroken(ctx context.Context, dir string, gc bool, lost func(Lost) error, broken func(brokenPartition)) (*tableSet, error) {
 	cat, err := newCatalog(dir)
 	if err != nil {
 		return nil, err
@@ -69,6 +82,10 @@ func loadTables(ctx context.Context, dir string, gc bool, lost func(Lost) error)
 				if err = ts.setAsideGeneration(pdir, ds.name, err); err == nil {
 					p, err = ts.loadPartition(ctx, ds, pdir, gc)
 				}
+			}
+			if err != nil && broken != nil && ctx.Err() == nil {
+				broken(brokenPartition{dataset: ds.name, partition: partitionName(pdir), err: err})
+				continue
 			}
 			if err != nil {
 				return nil, err
@@ -162,6 +179,16 @@ func (ts *tableSet) loadPartition(ctx context.Context, ds *dataset, pdir string,
 		p.collect(ts.dir)
 	}
 	return p, nil
+}
+
+// partitionName is the name of the partition at pdir: from its record, or, when that
+// cannot be read, its directory's name.
+func partitionName(pdir string) string {
+	var rec partitionRecord
+	if b, err := os.ReadFile(filepath.Join(pdir, partitionFile)); err == nil && json.Unmarshal(b, &rec) == nil && rec.Partition != "" {
+		return rec.Partition
+	}
+	return filepath.Base(pdir)
 }
 
 // bestGeneration names the generation of p holding the most: the highest committed seq,
