@@ -195,6 +195,7 @@ type partitionJSON struct {
 	PrunedThrough    int64      `json:"pruned_through_seq"`
 	OldestIngestedAt *time.Time `json:"oldest_ingested_at"`
 	NewestIngestedAt *time.Time `json:"newest_ingested_at"`
+	Error            string     `json:"error,omitempty"` // its table cannot be read
 }
 
 type datasetJSON struct {
@@ -209,6 +210,9 @@ func cacheStatusJSON(st []cache.PartitionStatus) []datasetJSON {
 			out = append(out, datasetJSON{Dataset: p.Dataset, Partitions: []partitionJSON{}})
 		}
 		pj := partitionJSON{Partition: p.Partition, Rows: p.Rows, Files: p.Files, Bytes: p.Bytes, MinSeq: p.MinSeq, MaxSeq: p.MaxSeq, HeadSeq: p.HeadSeq, PrunedThrough: p.PrunedThrough}
+		if p.Err != nil {
+			pj.Error = p.Err.Error()
+		}
 		if p.Rows > 0 {
 			o, n := p.OldestIngestedAt, p.NewestIngestedAt
 			pj.OldestIngestedAt, pj.NewestIngestedAt = &o, &n
@@ -241,7 +245,13 @@ func printLosses(w io.Writer, lost []cache.Lost) {
 func printCacheStatus(w io.Writer, st []cache.PartitionStatus) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "DATASET\tPARTITION\tROWS\tFILES\tBYTES\tSEQ RANGE\tOLDEST\tNEWEST")
+	var unreadable []cache.PartitionStatus
 	for _, p := range st {
+		if p.Err != nil {
+			fmt.Fprintf(tw, "%s\t%s\tUNREADABLE\t-\t-\t-\t-\t-\n", p.Dataset, p.Partition)
+			unreadable = append(unreadable, p)
+			continue
+		}
 		oldest, newest := "-", "-"
 		if p.Rows > 0 {
 			oldest, newest = p.OldestIngestedAt.Format(time.RFC3339), p.NewestIngestedAt.Format(time.RFC3339)
@@ -249,6 +259,9 @@ func printCacheStatus(w io.Writer, st []cache.PartitionStatus) {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d..%d\t%s\t%s\n", p.Dataset, p.Partition, p.Rows, p.Files, p.Bytes, p.MinSeq, p.MaxSeq, oldest, newest)
 	}
 	tw.Flush()
+	for _, p := range unreadable {
+		fmt.Fprintf(w, "\n%s/%s cannot be read: %v\n", p.Dataset, p.Partition, p.Err)
+	}
 }
 
 func statusCmd(g *globals) *cobra.Command {

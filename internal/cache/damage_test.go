@@ -157,17 +157,30 @@ func TestRepairSetsAsideAnUnreadableFile(t *testing.T) {
 	}
 }
 
-// TestUnreadableTableIsSetAsideAtOpen: a partition whose table cannot be read (its newest
-// metadata file deleted, or garbled) no longer keeps the cache from opening: that
-// generation is kept aside, its seq range recorded as a loss, every other partition reads
-// on, and the partition takes new rows.
+// TestUnreadableTableIsSetAsideAtOpen: a partition whose table cannot be read (every
+// metadata file garbled, or its manifest lists gone: a lost newest metadata file alone
+// costs nothing, see TestLostNewestMetadataLosesNothing) no longer keeps the cache from
+// opening: that generation is kept aside, its seq range recorded as a loss, every other
+// partition reads on, and the partition takes new rows.
 func TestUnreadableTableIsSetAsideAtOpen(t *testing.T) {
+	garble := func(p string) error { return os.WriteFile(p, []byte("{not json"), 0o600) }
+	each := func(pattern string, harm func(string) error) func(string) error {
+		return func(newest string) error {
+			ms, _ := filepath.Glob(filepath.Join(filepath.Dir(newest), pattern))
+			for _, m := range ms {
+				if err := harm(m); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
 	for _, tc := range []struct {
 		name string
 		harm func(newest string) error
 	}{
-		{"newest metadata deleted", os.Remove},
-		{"newest metadata garbled", func(p string) error { return os.WriteFile(p, []byte("{not json"), 0o600) }},
+		{"every metadata file garbled", each("v*.metadata.json", garble)},
+		{"manifest lists deleted", each("snap-*.avro", os.Remove)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()

@@ -1,9 +1,11 @@
 package cache
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/hyp-project/hyp/internal/fsutil"
@@ -23,6 +25,9 @@ type PartitionStatus struct {
 	OldestIngestedAt time.Time
 	NewestIngestedAt time.Time
 	Generation       string
+	// Err is why a read-only opening could not read the partition's table (naming the
+	// file); nothing else but the names is set then.
+	Err error
 }
 
 func (p *Partition) status() PartitionStatus {
@@ -65,11 +70,13 @@ type TableView struct {
 
 // PartitionFiles are one partition's live data files, and the field id under which they
 // store each column the partition's table has (files are read by field id: the stored
-// names are not the column names).
+// names are not the column names). Err, set only by a read-only opening, is why the
+// partition's table could not be read: reads of the partition must fail with it.
 type PartitionFiles struct {
 	Partition string
 	Files     []string
 	FieldIDs  map[string]int
+	Err       error
 }
 
 // View pins the current files of every dataset for a reader.
@@ -147,26 +154,63 @@ func (p *Partition) liveFiles() ([]string, map[string]int, error) {
 }
 
 // Reader is a read-only opening of a cache that another process may be writing. It sees
-// what was committed to the tables when it opened; it never writes.
-type Reader struct{ tables *tableSet }
+// what was committed to the tables when it opened; it never writes. A partition whose table
+// it cannot read fails only that partition: Status shows it with its error, and View
+// hands it on for its reads to fail.
+type Reader struct {
+	tables *tableSet
+	broken []brokenPartition // sorted by dataset, then partition
+}
 
 // OpenReader loads the committed tables without taking the writer lock.
 func OpenReader(ctx context.Context, dir string) (*Reader, error) {
 	if err := checkDir(dir); err != nil {
 		return nil, err
 	}
-	ts, err := loadTables(ctx, dir, false, nil)
+	r := &Reader{}
+	ts, err := loadTablesBroken(ctx, dir, false, nil, func(b brokenPartition) { r.broken = append(r.broken, b) })
 	if err != nil {
 		return nil, err
 	}
-	return &Reader{tables: ts}, nil
+	slices.SortFunc(r.broken, func(a, b brokenPartition) int {
+		return cmp.Or(strings.Compare(a.dataset, b.dataset), strings.Compare(a.partition, b.partition))
+	})
+	r.tables = ts
+	return r, nil
 }
 
-// Status lists every partition.
-func (r *Reader) Status() []PartitionStatus { return r.tables.status() }
+// Status lists every partition, those it could not read with their error.
+func (r *Reader) Status() []PartitionStatus {
+	out := r.tables.status()
+	for _, b := range r.broken {
+		out = append(out, PartitionStatus{Dataset: b.dataset, Partition: b.partition, Err: b.err})
+	}
+	slices.SortStableFunc(out, func(a, b PartitionStatus) int {
+		return cmp.Or(strings.Compare(a.Dataset, b.Dataset), strings.Compare(a.Partition, b.Partition))
+	})
+	return out
+}
 
-// View pins the current files.
-func (r *Reader) View() (*View, error) { return r.tables.view() }
+// View pins the current files; a partition it could not read is in it with its error.
+func (r *Reader) View() (*View, error) {
+	v, err := r.tables.view()
+	if err != nil || len(r.broken) == 0 {
+		return v, err
+	}
+	for _, b := range r.broken {
+		i := slices.IndexFunc(v.Tables, func(t TableView) bool { return t.Dataset == b.dataset })
+		if i < 0 {
+			v.Tables = append(v.Tables, TableView{Dataset: b.dataset, Columns: []Column{{SeqColumn, TypeLong}, {IngestedAtColumn, TypeTimestamp}}})
+			i = len(v.Tables) - 1
+		}
+		v.Tables[i].Partitions = append(v.Tables[i].Partitions, PartitionFiles{Partition: b.partition, Err: b.err})
+	}
+	slices.SortFunc(v.Tables, func(a, b TableView) int { return strings.Compare(a.Dataset, b.Dataset) })
+	for _, t := range v.Tables {
+		slices.SortStableFunc(t.Partitions, func(a, b PartitionFiles) int { return strings.Compare(a.Partition, b.Partition) })
+	}
+	return v, nil
+}
 
 // Columns returns a dataset's user columns, or false if the cache has no such dataset.
 func (r *Reader) Columns(dataset string) ([]Column, bool) { return r.tables.columns(dataset) }

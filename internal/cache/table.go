@@ -90,6 +90,9 @@ type generation struct {
 	// moved is the directory the metadata was written for, when the home has been moved or
 	// copied since (relocate.go); files then names the generation's own copies.
 	moved string
+	// prevLive are the manifest lists and manifests of the snapshot before the current one,
+	// which sweep keeps (nil until the first commit since the table was loaded).
+	prevLive map[string]bool
 }
 
 // marks are a generation's bounds kept as table properties, carried into every new
@@ -175,6 +178,11 @@ func loadGeneration(ctx context.Context, cat *hadoop.Catalog, warehouse string, 
 	}
 	defer lk.Unlock()
 	if g.tbl, err = cat.LoadTable(ctx, ident); err != nil {
+		// The catalog loads the newest version; its error does not always say which file.
+		mdir := filepath.Join(g.dir, "metadata")
+		if vs, verr := metadataVersions(mdir); verr == nil && len(vs) > 0 && !strings.Contains(err.Error(), mdir) {
+			return nil, fmt.Errorf("load table %v from %s: %w", ident, metadataPath(mdir, vs[0]), err)
+		}
 		return nil, fmt.Errorf("load table %v: %w", ident, err)
 	}
 	if g.moved = g.movedFrom(); g.moved != "" {
@@ -364,6 +372,11 @@ func (g *generation) commit(ctx context.Context, tx *table.Transaction) error {
 	if err := tx.ExpireSnapshots(table.WithRetainLast(1), table.WithOlderThan(0), table.WithPostCommit(false)); err != nil {
 		return fmt.Errorf("expire snapshots: %w", err)
 	}
+	if g.prevLive == nil {
+		// The first commit since the table was loaded: what its snapshot needs is kept
+		// one commit longer (sweep), so it is read before it changes.
+		g.prevLive, _ = g.metadataFiles(ctx)
+	}
 	tbl, err := tx.Commit(ctx)
 	if err != nil {
 		return err
@@ -378,12 +391,21 @@ func (g *generation) commit(ctx context.Context, tx *table.Transaction) error {
 	return nil
 }
 
-// sweep deletes the manifest lists and manifests no snapshot of the table refers to any
-// more. Readers need them only while they load the table, which they do under a shared
-// readers lock, so sweep runs only when it gets that lock exclusively; otherwise the next
-// commit (or the compaction that retires the generation) takes them. Data files are never
-// swept here: a reader that pinned the generation may still read one that retention dropped.
+// sweep deletes the manifest lists and manifests neither the table's snapshot nor the one
+// it replaced refers to any more. The one it replaced stays readable because losing the
+// newest metadata file must not cost the table: the catalog then loads the version before,
+// and recovery (recover.go) re-adds what the lost commit added. Readers need them only
+// while they load the table, which they do under a shared readers lock, so sweep runs only
+// when it gets that lock exclusively; otherwise the next commit (or the compaction that
+// retires the generation) takes them. Data files are never swept here: a reader that pinned
+// the generation may still read one that retention dropped.
 func (g *generation) sweep(ctx context.Context) {
+	live, err := g.metadataFiles(ctx)
+	if err != nil {
+		return
+	}
+	prev := g.prevLive
+	g.prevLive = live
 	mdir := filepath.Join(g.dir, "metadata")
 	ents, err := os.ReadDir(mdir)
 	if err != nil {
@@ -391,18 +413,10 @@ func (g *generation) sweep(ctx context.Context) {
 	}
 	var candidates []string
 	for _, e := range ents {
-		if !e.IsDir() && strings.HasSuffix(e.Name(), ".avro") {
-			candidates = append(candidates, filepath.Join(mdir, e.Name()))
+		if p := filepath.Join(mdir, e.Name()); !e.IsDir() && strings.HasSuffix(e.Name(), ".avro") && !live[p] && !prev[p] {
+			candidates = append(candidates, p)
 		}
 	}
-	if len(candidates) == 0 {
-		return
-	}
-	live, err := g.metadataFiles(ctx)
-	if err != nil {
-		return
-	}
-	candidates = slices.DeleteFunc(candidates, func(p string) bool { return live[p] })
 	if len(candidates) == 0 {
 		return
 	}

@@ -35,6 +35,19 @@ type partitionRecord struct {
 // generations left behind by an interrupted compaction or an earlier swap, and sets aside a
 // generation whose table cannot be read, recording the loss through lost first.
 func loadTables(ctx context.Context, dir string, gc bool, lost func(Lost) error) (*tableSet, error) {
+	return loadTablesBroken(ctx, dir, gc, lost, nil)
+}
+
+// brokenPartition is a partition whose table a read-only opening could not read.
+type brokenPartition struct {
+	dataset, partition string
+	err                error
+}
+
+// loadTablesBroken is loadTables, except that when broken is set (read-only openings, which
+// may not set anything aside), a partition whose table cannot be read goes to broken
+// instead of failing the whole load: the others are read on.
+func loadTablesBroken(ctx context.Context, dir string, gc bool, lost func(Lost) error, broken func(brokenPartition)) (*tableSet, error) {
 	cat, err := newCatalog(dir)
 	if err != nil {
 		return nil, err
@@ -69,6 +82,10 @@ func loadTables(ctx context.Context, dir string, gc bool, lost func(Lost) error)
 				if err = ts.setAsideGeneration(pdir, ds.name, err); err == nil {
 					p, err = ts.loadPartition(ctx, ds, pdir, gc)
 				}
+			}
+			if err != nil && broken != nil && ctx.Err() == nil {
+				broken(brokenPartition{dataset: ds.name, partition: partitionName(pdir), err: err})
+				continue
 			}
 			if err != nil {
 				return nil, err
@@ -131,11 +148,26 @@ func (ts *tableSet) loadPartition(ctx context.Context, ds *dataset, pdir string,
 		}
 	}
 	if curName != "" {
+		if gc {
+			if err := ts.setAsideBadMetadata(p, curName); err != nil {
+				return nil, err
+			}
+		}
 		g, err := loadGeneration(ctx, ts.cat, ts.dir, ts.namespace(p), curName)
 		if err != nil {
 			return nil, err
 		}
 		p.gen = g
+		// Before anything commits on top of the table or removes a generation, so a data
+		// file a lost metadata file no longer names is still there to put back.
+		if gc {
+			if err := ts.recoverFiles(ctx, p); err != nil {
+				return nil, err
+			}
+			if err := ts.fixVersionHint(p); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if gc && !recovered {
 		ents, _ := os.ReadDir(pdir)
@@ -147,6 +179,16 @@ func (ts *tableSet) loadPartition(ctx context.Context, ds *dataset, pdir string,
 		p.collect(ts.dir)
 	}
 	return p, nil
+}
+
+// partitionName is the name of the partition at pdir: from its record, or, when that
+// cannot be read, its directory's name.
+func partitionName(pdir string) string {
+	var rec partitionRecord
+	if b, err := os.ReadFile(filepath.Join(pdir, partitionFile)); err == nil && json.Unmarshal(b, &rec) == nil && rec.Partition != "" {
+		return rec.Partition
+	}
+	return filepath.Base(pdir)
 }
 
 // bestGeneration names the generation of p holding the most: the highest committed seq,
@@ -382,14 +424,14 @@ func (ts *tableSet) setAsideGeneration(pdir, dataset string, cause error) error 
 	x := Lost{Dataset: dataset, Partition: rec.Partition, Reason: "unreadable table: " + cause.Error(), DetectedAt: time.Now().UTC()}
 	files, _ := filepath.Glob(filepath.Join(gdir, "data", "*.parquet"))
 	for _, f := range files {
-		lo, hi, rows, err := footerSeqs(f)
-		if err != nil || rows == 0 {
+		fi, err := footerInfo(f)
+		if err != nil || fi.Rows == 0 {
 			continue
 		}
-		if x.Rows == 0 || lo < x.FromSeq {
-			x.FromSeq = lo
+		if x.Rows == 0 || fi.MinSeq < x.FromSeq {
+			x.FromSeq = fi.MinSeq
 		}
-		x.ToSeq, x.Rows = max(x.ToSeq, hi), x.Rows+rows
+		x.ToSeq, x.Rows = max(x.ToSeq, fi.MaxSeq), x.Rows+fi.Rows
 	}
 	x.KeptAt = filepath.Join(pdir, fmt.Sprintf(".damaged-%s-%d", name, time.Now().UnixNano()))
 	if err := ts.lost(x); err != nil {
@@ -404,30 +446,41 @@ func (ts *tableSet) setAsideGeneration(pdir, dataset string, cause error) error 
 	return fsutil.WriteFileAtomic(filepath.Join(pdir, currentFile), nil, 0o600)
 }
 
-// footerSeqs reads a data file's seq bounds and row count from its footer alone.
-func footerSeqs(path string) (lo, hi, rows int64, err error) {
+// footerInfo describes a data file from its own footer alone: its size, rows and the seq
+// and ingest-time bounds of its row groups' statistics.
+func footerInfo(path string) (fi FileInfo, err error) {
 	defer recoverDamage(&err)
 	pf, err := file.OpenParquetFile(path, false)
 	if err != nil {
-		return 0, 0, 0, err
+		return FileInfo{}, err
 	}
 	defer pf.Close()
+	st, err := os.Stat(path)
+	if err != nil {
+		return FileInfo{}, err
+	}
 	md := pf.MetaData()
-	col := md.Schema.ColumnIndexByName(SeqColumn)
-	if col < 0 {
-		return 0, 0, 0, fmt.Errorf("%s: no %s column", path, SeqColumn)
-	}
-	for i := 0; i < md.NumRowGroups(); i++ {
-		l, h, ok := rowGroupBounds(md.RowGroup(i), col)
-		if !ok {
-			return 0, 0, 0, fmt.Errorf("%s: row group %d has no seq statistics", path, i)
+	fi = FileInfo{Path: path, Rows: md.NumRows, Bytes: st.Size()}
+	for _, c := range []struct {
+		name   string
+		lo, hi *int64
+	}{{SeqColumn, &fi.MinSeq, &fi.MaxSeq}, {IngestedAtColumn, &fi.MinIngestedAt, &fi.MaxIngestedAt}} {
+		col := md.Schema.ColumnIndexByName(c.name)
+		if col < 0 {
+			return FileInfo{}, fmt.Errorf("%s: no %s column", path, c.name)
 		}
-		if i == 0 || l < lo {
-			lo = l
+		for i := 0; i < md.NumRowGroups(); i++ {
+			l, h, ok := rowGroupBounds(md.RowGroup(i), col)
+			if !ok {
+				return FileInfo{}, fmt.Errorf("%s: row group %d has no %s statistics", path, i, c.name)
+			}
+			if i == 0 || l < *c.lo {
+				*c.lo = l
+			}
+			*c.hi = max(*c.hi, h)
 		}
-		hi = max(hi, h)
 	}
-	return lo, hi, md.NumRows, nil
+	return fi, nil
 }
 
 // clearClaims removes the metadata-version claims a writer killed inside a commit left

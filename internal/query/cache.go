@@ -12,7 +12,7 @@ func FromCache(v *cache.View) []Table {
 			qt.Columns = append(qt.Columns, Column{Name: c.Name, Type: c.Type.String()})
 		}
 		for _, p := range t.Partitions {
-			qt.Partitions = append(qt.Partitions, Partition{Name: p.Partition, Files: p.Files, FieldIDs: p.FieldIDs})
+			qt.Partitions = append(qt.Partitions, Partition{Name: p.Partition, Files: p.Files, FieldIDs: p.FieldIDs, Err: p.Err})
 		}
 		tables = append(tables, qt)
 	}

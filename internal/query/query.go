@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
 )
@@ -29,6 +30,8 @@ type Partition struct {
 	// FieldIDs gives, per column name, the Parquet field id the files store it under;
 	// a column without one is NULL in this partition.
 	FieldIDs map[string]int
+	// Err, when set, is why the partition cannot be read: every read of it fails with it.
+	Err error
 }
 
 // Table is one dataset, queried under its Name.
@@ -171,6 +174,9 @@ func sqlError(err error) error {
 	var de *duckdb.Error
 	if !errors.As(err, &de) {
 		return err
+	}
+	if i := strings.Index(de.Msg, unreadablePartition); i >= 0 {
+		return errors.New(de.Msg[i:])
 	}
 	switch de.Type {
 	case duckdb.ErrorTypeIO, duckdb.ErrorTypeInterrupt, duckdb.ErrorTypeFatal,

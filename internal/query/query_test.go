@@ -486,3 +486,25 @@ func writeStatements(target, cacheFile, dir string) []string {
 		" ; -- nothing",
 	}
 }
+
+// TestRunUnreadablePartition: a partition whose table could not be read fails every read
+// of it with its error (an operational error, not a usage one); other tables, and the
+// table's other partitions when the query selects them alone, read on.
+func TestRunUnreadablePartition(t *testing.T) {
+	fx := newFixture(t)
+	tables := slices.Clone(fx.tables)
+	logs := tables[0]
+	logs.Partitions = append(slices.Clone(logs.Partitions), Partition{Name: "source=db", Err: errors.New("load table: /cache/logs/source=db/gen-1/metadata/v3.metadata.json: garbled")})
+	tables[0] = logs
+	_, err := run(t, tables, "SELECT count(*) AS n FROM logs", Options{})
+	var ue *UsageError
+	if err == nil || errors.As(err, &ue) || !strings.Contains(err.Error(), "v3.metadata.json") || !strings.Contains(err.Error(), "source=db") {
+		t.Fatalf("read of the unreadable partition: %v (%T)", err, err)
+	}
+	if got, err := run(t, tables, "SELECT count(*) AS n FROM logs WHERE _hyp_partition = 'source=web'", Options{Internal: true, Format: FormatJSONL}); err != nil || strings.TrimSpace(got) != `{"n":3}` {
+		t.Errorf("other partition: %q %v", got, err)
+	}
+	if got, err := run(t, tables, "SELECT count(*) AS n FROM empty", Options{Format: FormatJSONL}); err != nil || strings.TrimSpace(got) != `{"n":0}` {
+		t.Errorf("other table: %q %v", got, err)
+	}
+}

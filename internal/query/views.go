@@ -118,7 +118,12 @@ func viewSQL(t Table, internal bool) (string, error) {
 	}
 	var scans []*scan
 	byIDs := map[string]*scan{}
+	var broken []string
 	for _, p := range t.Partitions {
+		if p.Err != nil {
+			broken = append(broken, brokenSQL(t.Name, p, cols, internal))
+			continue
+		}
 		if len(p.Files) == 0 {
 			continue
 		}
@@ -176,6 +181,7 @@ func viewSQL(t Table, internal bool) (string, error) {
 		}
 		branches = append(branches, fmt.Sprintf("SELECT %s FROM read_parquet([%s]%s) AS r%s", strings.Join(sel, ", "), strings.Join(files, ", "), opts, join))
 	}
+	branches = append(branches, broken...)
 	if len(branches) == 0 {
 		sel := make([]string, len(cols))
 		for i, c := range cols {
@@ -187,6 +193,25 @@ func viewSQL(t Table, internal bool) (string, error) {
 		branches = []string{"SELECT " + strings.Join(sel, ", ") + " WHERE false"}
 	}
 	return "CREATE VIEW " + quoteIdent(t.Name) + " AS " + strings.Join(branches, " UNION ALL "), nil
+}
+
+// unreadablePartition starts the error a read of a partition that cannot be read fails
+// with, which tells it from DuckDB's complaints about the SQL.
+const unreadablePartition = "unreadable cache partition: "
+
+// brokenSQL is the branch of a view for a partition that cannot be read: it holds no row,
+// and reading it fails with the partition's error. The error depends on a row, so DuckDB
+// raises it when the branch is read, not when the view is defined.
+func brokenSQL(table string, p Partition, cols []viewColumn, internal bool) string {
+	sel := make([]string, len(cols))
+	for i, c := range cols {
+		sel[i] = fmt.Sprintf("CAST(NULL AS %s) AS %s", c.duckType, quoteIdent(c.name))
+	}
+	if internal {
+		sel = append(sel, quoteString(p.Name)+" AS "+quoteIdent(partitionColumn))
+	}
+	msg := fmt.Sprintf("%stable %q partition %s: %v", unreadablePartition, table, p.Name, p.Err)
+	return fmt.Sprintf("SELECT %s FROM range(1) AS r WHERE error(%s || repeat('', r.range::INTEGER)) IS NOT NULL", strings.Join(sel, ", "), quoteString(msg))
 }
 
 // allowedPathsSQL lists every file the views read: once external access is
