@@ -146,9 +146,15 @@ func Decode(sig Signal, contentType string, body []byte) ([]Row, error) {
 	if err != nil {
 		return nil, fmt.Errorf("otlp: malformed %s %s body: %w", sig, format, err)
 	}
-	// Rows are about as long as the body's records plus the resource and
-	// scope fields repeated in each: starting there saves most regrowth.
-	return a.write(sig, len(body)+len(body)/2+512), nil
+	// Rows repeat the resource and scope fields in each record and spell
+	// out names protobuf numbers, so they outgrow a protobuf body; JSON
+	// bodies are wordier than the rows. Sizing the buffer so saves most
+	// regrowth.
+	hint := len(body) + 512
+	if !isJSON {
+		hint += len(body)
+	}
+	return a.write(sig, hint), nil
 }
 
 func parseContentType(contentType string) (isJSON bool, err error) {
