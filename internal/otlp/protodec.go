@@ -242,8 +242,7 @@ func (d *protoDecoder) resourceGroups(sig Signal, buf []byte) error {
 	a.resources = append(a.resources, list{})
 	var attrs list
 	first := len(a.groups)
-	var current, deprecated []group
-	_ = current
+	var deprecated []group
 	p := pbuf{b: buf}
 	for p.more() {
 		num, wt, err := p.tag()
