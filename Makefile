@@ -57,6 +57,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeLogs$$' -fuzztime $(FUZZTIME) ./internal/otlp
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeMetrics$$' -fuzztime $(FUZZTIME) ./internal/otlp
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeTraces$$' -fuzztime $(FUZZTIME) ./internal/otlp
+	$(GO) test -run '^$$' -fuzz '^FuzzDifferentialLogs$$' -fuzztime $(FUZZTIME) ./internal/otlp
+	$(GO) test -run '^$$' -fuzz '^FuzzDifferentialMetrics$$' -fuzztime $(FUZZTIME) ./internal/otlp
+	$(GO) test -run '^$$' -fuzz '^FuzzDifferentialTraces$$' -fuzztime $(FUZZTIME) ./internal/otlp
 	$(GO) test -run '^$$' -fuzz '^FuzzSegment$$' -fuzztime $(FUZZTIME) ./internal/partition
 	$(GO) test -run '^$$' -fuzz '^FuzzSanitizeSource$$' -fuzztime $(FUZZTIME) ./internal/partition
 	$(GO) test -run '^$$' -fuzz '^FuzzReadOnlyGuard$$' -fuzztime $(FUZZTIME) ./internal/query

@@ -1,13 +1,13 @@
 package otlp
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/hex"
 	"math"
 	"strconv"
 	"time"
-
-	"go.opentelemetry.io/collector/pdata/pcommon"
+	"unsafe"
 
 	"github.com/hyp-project/hyp/internal/rowjson"
 )
@@ -15,7 +15,7 @@ import (
 // jsonWriter appends JSON to a byte slice. It is hand-rolled rather than
 // encoding/json over structs so that key order follows the code (stable
 // output), optional keys are simply not written, and attribute values can be
-// streamed from pdata without building intermediate maps.
+// streamed from the decoded request without building intermediate maps.
 //
 // Separators need no bookkeeping: a ',' is due exactly when the previous
 // byte is not the '{' or '[' that opened the current container.
@@ -89,36 +89,44 @@ func (w *jsonWriter) boolField(k string, v bool) {
 	w.boolVal(v)
 }
 
-func (w *jsonWriter) timeField(k string, ts pcommon.Timestamp) {
+// bytesField is strField for a view into the request.
+func (w *jsonWriter) bytesField(k string, v []byte) {
+	if len(v) != 0 {
+		w.key(k)
+		w.bytesStr(v)
+	}
+}
+
+// bytesStr writes v as a JSON string without copying it into a Go string
+// first: AppendString only reads it, and v is not modified meanwhile.
+func (w *jsonWriter) bytesStr(v []byte) {
+	w.str(unsafe.String(unsafe.SliceData(v), len(v)))
+}
+
+func (w *jsonWriter) timeField(k string, ts uint64) {
 	if ts == 0 {
 		return
 	}
 	w.key(k)
-	// Not ts.AsTime(): it converts through int64 and turns timestamps past
-	// 2262 into dates before 1970; splitting keeps them monotonic.
+	// Not through int64 nanoseconds: timestamps past 2262 would turn into
+	// dates before 1970; splitting keeps them monotonic.
 	t := time.Unix(int64(ts/1e9), int64(ts%1e9)).UTC()
 	w.b = append(w.b, '"')
 	w.b = t.AppendFormat(w.b, time.RFC3339Nano)
 	w.b = append(w.b, '"')
 }
 
-func (w *jsonWriter) traceIDField(k string, id pcommon.TraceID) {
-	if !id.IsEmpty() {
-		w.hexField(k, id[:])
+// idField writes a trace or span id; an all-zero id means "not set".
+func (w *jsonWriter) idField(k string, id []byte) {
+	for _, c := range id {
+		if c != 0 {
+			w.key(k)
+			w.b = append(w.b, '"')
+			w.b = hex.AppendEncode(w.b, id)
+			w.b = append(w.b, '"')
+			return
+		}
 	}
-}
-
-func (w *jsonWriter) spanIDField(k string, id pcommon.SpanID) {
-	if !id.IsEmpty() {
-		w.hexField(k, id[:])
-	}
-}
-
-func (w *jsonWriter) hexField(k string, id []byte) {
-	w.key(k)
-	w.b = append(w.b, '"')
-	w.b = hex.AppendEncode(w.b, id)
-	w.b = append(w.b, '"')
 }
 
 // enumField writes a known enum value by its lowercase name and an unknown
@@ -134,55 +142,55 @@ func (w *jsonWriter) enumField(k, name string, v int32) {
 	w.str(name)
 }
 
-func (w *jsonWriter) attrsField(k string, m pcommon.Map) {
-	if m.Len() > 0 {
-		w.key(k)
-		w.mapValue(m)
-	}
-}
-
-func (w *jsonWriter) uintsField(k string, s pcommon.UInt64Slice) {
+func (w *jsonWriter) uintsField(k string, s []uint64) {
 	w.key(k)
 	w.beginArray()
-	for _, v := range s.All() {
+	for _, v := range s {
 		w.sep()
 		w.uintVal(v)
 	}
 	w.endArray()
 }
 
-func (w *jsonWriter) floatsField(k string, s pcommon.Float64Slice) {
+func (w *jsonWriter) floatsField(k string, s []float64) {
 	w.key(k)
 	w.beginArray()
-	for _, v := range s.All() {
+	for _, v := range s {
 		w.sep()
 		w.floatVal(v)
 	}
 	w.endArray()
 }
 
-func (w *jsonWriter) value(v pcommon.Value) {
-	switch v.Type() {
-	case pcommon.ValueTypeStr:
-		w.str(v.Str())
-	case pcommon.ValueTypeBool:
-		w.boolVal(v.Bool())
-	case pcommon.ValueTypeInt:
-		w.intVal(v.Int())
-	case pcommon.ValueTypeDouble:
-		w.floatVal(v.Double())
-	case pcommon.ValueTypeBytes:
-		raw := v.Bytes().AsRaw()
+// attrsField writes a non-empty attribute list as an object.
+func (w *jsonWriter) attrsField(a *arena, k string, l list) {
+	if l.head != 0 {
+		w.key(k)
+		w.mapValue(a, l)
+	}
+}
+
+func (w *jsonWriter) value(a *arena, n *node) {
+	switch n.kind {
+	case kindStr:
+		w.bytesStr(n.s)
+	case kindBool:
+		w.boolVal(n.num != 0)
+	case kindInt:
+		w.intVal(int64(n.num))
+	case kindDouble:
+		w.floatVal(math.Float64frombits(n.num))
+	case kindBytes:
 		w.b = append(w.b, '"')
-		w.b = base64.StdEncoding.AppendEncode(w.b, raw)
+		w.b = base64.StdEncoding.AppendEncode(w.b, n.s)
 		w.b = append(w.b, '"')
-	case pcommon.ValueTypeMap:
-		w.mapValue(v.Map())
-	case pcommon.ValueTypeSlice:
+	case kindKvlist:
+		w.mapValue(a, n.kids)
+	case kindArray:
 		w.beginArray()
-		for _, e := range v.Slice().All() {
+		for i := n.kids.head; i != 0; i = a.nodes[i-1].next {
 			w.sep()
-			w.value(e)
+			w.value(a, &a.nodes[i-1])
 		}
 		w.endArray()
 	default:
@@ -190,46 +198,47 @@ func (w *jsonWriter) value(v pcommon.Value) {
 	}
 }
 
-// mapValue writes m as an object. Keys repeated in m (which OTLP forbids but
+// mapValue writes l as an object. Keys repeated in l (which OTLP forbids but
 // the wire format allows) are written once, with their first value.
-func (w *jsonWriter) mapValue(m pcommon.Map) {
+func (w *jsonWriter) mapValue(a *arena, l list) {
+	n := 0
+	for i := l.head; i != 0; i = a.nodes[i-1].next {
+		n++
+	}
 	// Attribute lists are usually short, and for those rescanning the
-	// earlier entries is cheaper than allocating a set.
-	var seen map[string]struct{}
-	if m.Len() > linearDedupMax {
-		seen = make(map[string]struct{}, m.Len())
+	// earlier entries is cheaper than a set.
+	long := n > linearDedupMax
+	if long {
+		if a.seen == nil {
+			a.seen = make(map[string]struct{}, n)
+		}
+		clear(a.seen)
 	}
 	w.beginObject()
-	i := -1
-	for k, v := range m.All() {
-		i++
-		if seen != nil {
-			if _, dup := seen[k]; dup {
+	for i := l.head; i != 0; i = a.nodes[i-1].next {
+		kv := &a.nodes[i-1]
+		if long {
+			if _, dup := a.seen[string(kv.key)]; dup {
 				continue
 			}
-			seen[k] = struct{}{}
-		} else if hasKeyBefore(m, k, i) {
+			a.seen[string(kv.key)] = struct{}{}
+		} else if hasKeyBefore(a, l, kv.key, i) {
 			continue
 		}
-		w.key(k)
-		w.value(v)
+		w.key(unsafe.String(unsafe.SliceData(kv.key), len(kv.key)))
+		w.value(a, kv)
 	}
 	w.endObject()
 }
 
 const linearDedupMax = 16
 
-// hasKeyBefore reports whether one of the first n entries of m has key k.
-func hasKeyBefore(m pcommon.Map, k string, n int) bool {
-	j := 0
-	for e := range m.All() {
-		if j == n {
-			return false
-		}
-		if e == k {
+// hasKeyBefore reports whether an entry of l before node index end has key k.
+func hasKeyBefore(a *arena, l list, k []byte, end int32) bool {
+	for i := l.head; i != end; i = a.nodes[i-1].next {
+		if bytes.Equal(a.nodes[i-1].key, k) {
 			return true
 		}
-		j++
 	}
 	return false
 }

@@ -53,7 +53,7 @@ func TestTimeField(t *testing.T) {
 	for _, tc := range cases {
 		var w jsonWriter
 		w.beginObject()
-		w.timeField("t", tc.in)
+		w.timeField("t", uint64(tc.in))
 		w.endObject()
 		if string(w.b) != tc.want {
 			t.Errorf("timeField(%d) = %s, want %s", uint64(tc.in), w.b, tc.want)

@@ -4,9 +4,13 @@
 // drops a record silently either: every log record, span and metric data
 // point in a request becomes exactly one row, or Decode returns an error.
 //
-// Decoding goes through go.opentelemetry.io/collector/pdata rather than the
-// generated proto types with protojson, because OTLP/JSON encodes trace and
-// span ids as hex while protojson would treat them as base64 bytes.
+// Both encodings are parsed by hand, straight into a reusable arena (no
+// pdata objects, nothing allocated per record) and the rows of a request
+// share one output buffer. What they accept is what the OpenTelemetry
+// Collector's pdata accepts, decoded to the same rows; the differential fuzz
+// targets hold them to that, with pdata as the reference. OTLP/JSON differs
+// from protojson: ids are hex, and 64-bit integers may be numbers or
+// strings.
 //
 // # Row shapes
 //
@@ -78,14 +82,10 @@
 package otlp
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"mime"
-
-	"go.opentelemetry.io/collector/pdata/pcommon"
-
-	"github.com/hyp-project/hyp/internal/partition"
+	"sync"
 )
 
 // Signal names one OTLP signal; its value is also the dataset name the
@@ -114,32 +114,47 @@ type Row struct {
 // 415 instead of 400.
 var ErrUnsupportedMediaType = errors.New("otlp: unsupported media type: want application/x-protobuf or application/json")
 
-// request is what the pdata ExportRequest types of all three signals have in
-// common, so body decoding is written once.
-type request interface {
-	UnmarshalProto([]byte) error
-	UnmarshalJSON([]byte) error
-}
+// arenas keeps decoded-request arenas between requests so their slices are
+// reused instead of allocated per request; it holds no request state.
+var arenas = sync.Pool{New: func() any { return new(arena) }}
 
 // Decode parses an OTLP/HTTP export body of the given signal and returns one
 // row per log record, span or metric data point, in input order. The body
-// must already be decompressed. Parameters of contentType such as charset
-// are ignored. A malformed body returns an error whose message says what is
-// wrong.
+// must already be decompressed; the rows do not refer to it. Parameters of
+// contentType such as charset are ignored. A malformed body returns an error
+// whose message says what is wrong.
 func Decode(sig Signal, contentType string, body []byte) ([]Row, error) {
 	isJSON, err := parseContentType(contentType)
 	if err != nil {
 		return nil, err
 	}
-	switch sig {
-	case Logs:
-		return decodeLogs(body, isJSON)
-	case Traces:
-		return decodeTraces(body, isJSON)
-	case Metrics:
-		return decodeMetrics(body, isJSON)
+	if sig != Logs && sig != Traces && sig != Metrics {
+		return nil, fmt.Errorf("otlp: unknown signal %q", sig)
 	}
-	return nil, fmt.Errorf("otlp: unknown signal %q", sig)
+	a := arenas.Get().(*arena)
+	defer arenas.Put(a)
+	a.reset()
+	format := "protobuf"
+	if isJSON {
+		format = "JSON"
+		d := jsonDecoder{a: a, b: body}
+		err = d.decodeRequest(sig)
+	} else {
+		d := protoDecoder{a: a}
+		err = d.decodeRequest(sig, body)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("otlp: malformed %s %s body: %w", sig, format, err)
+	}
+	// Rows repeat the resource and scope fields in each record and spell
+	// out names protobuf numbers, so they outgrow a protobuf body; JSON
+	// bodies are wordier than the rows. Sizing the buffer so saves most
+	// regrowth.
+	hint := len(body) + 512
+	if !isJSON {
+		hint += len(body)
+	}
+	return a.write(sig, hint), nil
 }
 
 func parseContentType(contentType string) (isJSON bool, err error) {
@@ -156,36 +171,22 @@ func parseContentType(contentType string) (isJSON bool, err error) {
 	return false, fmt.Errorf("%w: %q", ErrUnsupportedMediaType, mt)
 }
 
-// maxJSONDepth bounds how deeply a JSON body may nest. pdata's protobuf
-// decoder stops at 100 nested AnyValues, but its JSON decoder recurses
-// without limit, and a body of a few tens of megabytes nested deeply enough
-// overflows the goroutine stack, a fatal error no recover can catch. A
-// legitimate request nests about a dozen levels plus three per AnyValue
-// level, so this leaves room for the 100 levels protobuf allows.
+// maxJSONDepth bounds how deeply a JSON body may nest. pdata's JSON decoder,
+// the reference, recurses without limit, and a body nested deeply enough
+// would overflow a recursive decoder's stack, a fatal error no recover can
+// catch. A legitimate request nests about a dozen levels plus three per
+// AnyValue level, so this leaves room for the 100 levels protobuf allows.
 const maxJSONDepth = 512
-
-func unmarshal(sig Signal, req request, body []byte, isJSON bool) error {
-	var err error
-	format := "protobuf"
-	if isJSON {
-		format = "JSON"
-		err = checkJSONDepth(body)
-		if err == nil {
-			err = req.UnmarshalJSON(body)
-		}
-	} else {
-		err = req.UnmarshalProto(body)
-	}
-	if err != nil {
-		return fmt.Errorf("otlp: malformed %s %s body: %w", sig, format, err)
-	}
-	return nil
-}
 
 // checkJSONDepth rejects bodies nested deeper than maxJSONDepth. It only
 // tracks brackets outside strings; everything else is left to the decoder.
+// The decoder counts depth itself; this scan only covers what follows an
+// early end of the top-level object (see jsonDecoder.stop).
 func checkJSONDepth(body []byte) error {
-	depth := 0
+	return checkJSONDepthFrom(body, 0)
+}
+
+func checkJSONDepthFrom(body []byte, depth int) error {
 	inString, escaped := false, false
 	for _, c := range body {
 		switch {
@@ -210,56 +211,4 @@ func checkJSONDepth(body []byte) error {
 		}
 	}
 	return nil
-}
-
-func source(res pcommon.Resource) string {
-	v, ok := res.Attributes().Get("service.name")
-	if !ok {
-		return partition.Unknown
-	}
-	// AsString rather than Str: a non-string service.name is a client bug,
-	// but its value still names the service better than "unknown" does. So
-	// does a name too long or with control characters: it is mapped to a
-	// valid source rather than left for the cache to file under "unknown".
-	return partition.SanitizeSource(v.AsString())
-}
-
-// rowBuilder renders the rows of one request. The resource and scope fields
-// are the same for every record of a scope, so they are rendered once into
-// prefix and copied in front of each record.
-type rowBuilder struct {
-	w      jsonWriter
-	prefix []byte
-	source string
-	rows   []Row
-}
-
-func newRowBuilder(capacity int) *rowBuilder {
-	return &rowBuilder{rows: make([]Row, 0, capacity)}
-}
-
-// setScope renders the fields shared by every record of one scope.
-func (rb *rowBuilder) setScope(res pcommon.Resource, scope pcommon.InstrumentationScope) {
-	rb.source = source(res)
-	w := &rb.w
-	w.reset()
-	w.beginObject()
-	w.attrsField("resource", res.Attributes())
-	w.strField("scope_name", scope.Name())
-	w.strField("scope_version", scope.Version())
-	w.attrsField("scope_attributes", scope.Attributes())
-	rb.prefix = append(rb.prefix[:0], w.b...)
-}
-
-// begin starts a record row and returns the writer to add its fields to.
-func (rb *rowBuilder) begin() *jsonWriter {
-	rb.w.b = append(rb.w.b[:0], rb.prefix...)
-	return &rb.w
-}
-
-// end closes the record row. The line is copied out because the writer's
-// buffer is reused for the next record.
-func (rb *rowBuilder) end() {
-	rb.w.endObject()
-	rb.rows = append(rb.rows, Row{Source: rb.source, Line: bytes.Clone(rb.w.b)})
 }

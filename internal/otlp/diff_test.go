@@ -1,0 +1,148 @@
+package otlp
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// compareWithReference decodes body with Decode and with the pdata-based
+// reference and fails unless both give the same rows or both fail. Where
+// pdata is laxer than JSON itself (it ignores what follows the request
+// object, and its iterator accepts malformed input in places), only bodies
+// that are valid JSON must be accepted alike; Decode may still refuse the
+// rest, but never accept what pdata refuses.
+func compareWithReference(t *testing.T, sig Signal, isJSON bool, body []byte) {
+	contentType := protoType
+	if isJSON {
+		contentType = jsonType
+	}
+	// The reference's JSON decoder recurses without a bound; keep it off
+	// bodies that would exhaust the stack (Decode refuses them).
+	if isJSON && checkJSONDepth(body) != nil {
+		if _, err := Decode(sig, contentType, body); err == nil {
+			t.Fatalf("Decode accepted a body nested deeper than %d", maxJSONDepth)
+		}
+		return
+	}
+	got, err := Decode(sig, contentType, body)
+	want, wantErr := refDecode(sig, contentType, body)
+	switch {
+	case err != nil && wantErr != nil:
+		return
+	case err == nil && wantErr != nil:
+		t.Fatalf("Decode accepted what pdata refuses (%v): %d rows", wantErr, len(got))
+	case err != nil:
+		if isJSON && (!json.Valid(body) || pdataDesyncs(body)) {
+			return
+		}
+		t.Fatalf("Decode: %v; pdata accepts it with %d rows", err, len(want))
+	}
+	checkRows(t, got)
+	if len(got) != len(want) {
+		t.Fatalf("%d rows, pdata %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i].Source != want[i].Source || !bytes.Equal(got[i].Line, want[i].Line) {
+			t.Fatalf("row %d:\n got %s %s\nwant %s %s", i, got[i].Source, got[i].Line, want[i].Source, want[i].Line)
+		}
+	}
+}
+
+// pdataDesyncs reports whether body has a member named "" below the top
+// level: pdata's iterator reads it as the end of the object and goes on
+// reading the rest out of step, which Decode does not imitate.
+func pdataDesyncs(body []byte) bool {
+	return bytes.Contains(body, []byte(`""`))
+}
+
+func fuzzDifferential(f *testing.F, sig Signal, seeds []bodies, specJSON string) {
+	for _, b := range seeds {
+		f.Add(false, b.proto)
+		if b.json != nil {
+			f.Add(true, b.json)
+		}
+	}
+	f.Add(true, []byte(specJSON))
+	f.Add(true, []byte(strings.ReplaceAll(strings.ReplaceAll(specJSON, "Value", "_value"), "UnixNano", "_unix_nano")))
+	f.Add(true, []byte(`{}`))
+	f.Add(true, []byte(`null`))
+	f.Add(false, []byte{})
+	f.Add(false, []byte{0x0a, 0x00})
+	f.Fuzz(func(t *testing.T, isJSON bool, body []byte) {
+		compareWithReference(t, sig, isJSON, body)
+	})
+}
+
+func FuzzDifferentialLogs(f *testing.F) {
+	fuzzDifferential(f, Logs, []bodies{logsBodies(f, fullLogs()), logsBodies(f, unnamedLogs())}, specLogsJSON)
+}
+
+func FuzzDifferentialTraces(f *testing.F) {
+	fuzzDifferential(f, Traces, []bodies{tracesBodies(f, fullTraces()), tracesBodies(f, oddTraces())}, specTracesJSON)
+}
+
+func FuzzDifferentialMetrics(f *testing.F) {
+	fuzzDifferential(f, Metrics, []bodies{metricsBodies(f, fullMetrics()), metricsProtoOnly(f, nonFiniteMetrics())}, specMetricsJSON)
+}
+
+// TestDecodeMatchesReference pins cases where the encodings' merge and
+// leniency rules matter, against pdata.
+func TestDecodeMatchesReference(t *testing.T) {
+	nest := func(n int) []byte {
+		// n nested AnyValue arrays around an int, as a log body.
+		v := []byte{0x18, 0x01} // intValue 1
+		for range n {
+			arr := append(appendVarintTag(nil, 1, 2, len(v)), v...) // ArrayValue.values
+			v = append(appendVarintTag(nil, 5, 2, len(arr)), arr...)
+		}
+		rec := append(appendVarintTag(nil, 5, 2, len(v)), v...)
+		sl := append(appendVarintTag(nil, 2, 2, len(rec)), rec...)
+		rl := append(appendVarintTag(nil, 2, 2, len(sl)), sl...)
+		return append(appendVarintTag(nil, 1, 2, len(rl)), rl...)
+	}
+	cases := []struct {
+		name   string
+		sig    Signal
+		isJSON bool
+		body   string
+	}{
+		{"nesting at the limit", Logs, false, string(nest(49))},
+		{"nesting past the limit", Logs, false, string(nest(50))},
+		{"snake case", Logs, true, `{"resource_logs":[{"scope_logs":[{"log_records":[{"time_unix_nano":"5","severity_number":"SEVERITY_NUMBER_WARN","body":{"string_value":"x"},"trace_id":"5b8efff798038103d269b633813fc60c"}]}]}]}`},
+		{"nulls", Logs, true, `{"resourceLogs":[null,{"resource":null,"scopeLogs":[{"scope":null,"logRecords":[null,{"severityText":null,"attributes":null}]}]}]}`},
+		{"repeated members merge", Logs, true, `{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"a"},"attributes":[{"key":"a","value":{"intValue":1}}],"body":{},"attributes":[{"key":"b","value":{"boolValue":true}}],"flags":1,"flags":"2"}]}]}]}`},
+		{"empty top-level name", Logs, true, `{"resourceLogs":[{"scopeLogs":[{"logRecords":[{}]}]}],"":1}`},
+		{"escapes", Logs, true, `{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"\ud83d\ude00 \ud800x \u00e9\n"}}]}]}]}`},
+		{"escaped id", Logs, true, `{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"spanId":"\u0030000000000000001"}]}]}]}`},
+		{"int as float", Logs, true, `{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"timeUnixNano":1.5}]}]}]}`},
+		{"uint32 overflow", Logs, true, `{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"flags":4294967296}]}]}]}`},
+		{"uint64 wrap pdata misses", Logs, true, `{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"timeUnixNano":30000000000000000000}]}]}]}`},
+		{"severity name with pdata's space", Logs, true, `{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"severityNumber":"SEVERITY_NUMBER_TRACE "}]}]}]}`},
+		{"double as string", Metrics, true, `{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":"m","gauge":{"dataPoints":[{"asDouble":"NaN"},{"asDouble":"-Infinity"},{"asInt":"-7"}]}}]}]}]}`},
+		{"histogram lists append", Metrics, true, `{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":"h","histogram":{"dataPoints":[{"bucketCounts":[1],"explicitBounds":[0.5],"bucketCounts":["2"]}]}}]}]}]}`},
+		{"metric data replaced", Metrics, true, `{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":"m","gauge":{"dataPoints":[{},{}]},"sum":{"dataPoints":[{"asInt":1}],"isMonotonic":true}}]}]}]}`},
+		{"kvlist service name", Logs, true, `{"resourceLogs":[{"resource":{"attributes":[{"key":"service.name","value":{"kvlistValue":{"values":[{"key":"b","value":{"intValue":1}},{"key":"a","value":{"doubleValue":1e-7}}]}}}]},"scopeLogs":[{"logRecords":[{}]}]}]}`},
+	}
+	if _, err := Decode(Logs, protoType, nest(49)); err != nil {
+		t.Fatalf("49 nested arrays: %v", err)
+	}
+	if _, err := Decode(Logs, protoType, nest(50)); err == nil {
+		t.Fatal("50 nested arrays accepted")
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			compareWithReference(t, tc.sig, tc.isJSON, []byte(tc.body))
+		})
+	}
+}
+
+func appendVarintTag(b []byte, field, wt, n int) []byte {
+	b = append(b, byte(field<<3|wt))
+	for n >= 0x80 {
+		b = append(b, byte(n)|0x80)
+		n >>= 7
+	}
+	return append(b, byte(n))
+}
