@@ -153,6 +153,9 @@ func environWithout(prefix string) []string {
 	return env
 }
 
+// waitLive waits for the cluster health check, which answers 200 only once the object layer
+// is up: the liveness check answers earlier, and requests then fail with
+// XMinioServerNotInitialized on a loaded machine.
 func waitLive(endpoint string, exited <-chan struct{}) error {
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
@@ -161,7 +164,7 @@ func waitLive(endpoint string, exited <-chan struct{}) error {
 	defer tick.Stop()
 	var last error
 	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint+"/minio/health/live", nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint+"/minio/health/cluster", nil)
 		if err != nil {
 			return fmt.Errorf("health request: %w", err)
 		}
