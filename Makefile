@@ -11,7 +11,7 @@ MINIO_VERSION := v0.0.0-20260212201848-7aac2a2c5b7c
 MINIO         := $(HOME)/.cache/hyp-tools/bin/minio
 export HYP_MINIO_BIN ?= $(MINIO)
 
-.PHONY: build run test tools soak fuzz clean
+.PHONY: build run test tools soak fuzz bench clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/hyp
@@ -40,6 +40,19 @@ soak: tools
 	$(GO) test -count=10 -timeout 60m -run 'RewindsDuringTicks|HandEditedWatermark|SeedScenario|StalledSink' ./cmd/hyp
 	$(GO) test -count=20 -timeout 60m -run 'ForcedPruneKilled|FlippedLogByte|CacheRepair|PoisonCorpus|CopiedHome|EdgeBodyBudget|FullDisk' ./cmd/hyp
 	HYP_KILL_LOOPS=200 $(GO) test -count=1 -timeout 60m -run 'KillNineAtRandomInstants' ./cmd/hyp
+
+# Side by side with the OpenTelemetry Collector v0.165.0 under one load generator
+# (bench/peers/README.md): the collector is built once with the official builder from the Go
+# module proxy (~3 min), then both run alternately and the ratios are printed. DUR and REPS
+# (default 15s, 2) set the length; figures go to docs/PERFORMANCE.md.
+PEERS_DIR := $(HOME)/.cache/hyp-tools/peers
+bench: build $(PEERS_DIR)/otelcol
+	cd bench/peers/load && $(GO) build -o $(PEERS_DIR)/load/bin/ ./cmd/...
+	cp -r bench/peers/configs $(PEERS_DIR)/
+	PEERS=$(PEERS_DIR) HYP=$(CURDIR)/$(BIN) bench/peers/sbs.sh
+
+$(PEERS_DIR)/otelcol:
+	mkdir -p $(PEERS_DIR) && cp -r bench/peers/. $(PEERS_DIR)/ && PEERS=$(PEERS_DIR) $(PEERS_DIR)/build.sh
 
 # Longer fuzzing than the seed corpus `make test` runs.
 FUZZTIME ?= 60s
