@@ -94,7 +94,7 @@ type Destination struct {
 
 // DefaultMemoryLimit keeps a daemon at full ingest speed under 200 MiB of RSS
 // (docs/PERFORMANCE.md).
-const DefaultMemoryLimit = 160 << 20
+const DefaultMemoryLimit = 128 << 20
 
 // Default returns the embedded defaults resolved for home (HYP_HOME). The
 // spec writes the default export root as ~/.hyp/exports; it is really
