@@ -28,6 +28,9 @@ func TestDefault(t *testing.T) {
 	if c.Ingest.Listen != "127.0.0.1:18521" || c.Ingest.MaxBodyBytes != 16777216 {
 		t.Errorf("ingest = %+v", c.Ingest)
 	}
+	if c.MemoryLimitBytes != 128<<20 {
+		t.Errorf("memory_limit_bytes = %d, want 128 MiB", c.MemoryLimitBytes)
+	}
 	r := c.Cache.Retention
 	if c.Cache.FlushInterval != Duration(2*time.Second) || c.Cache.Compaction.Interval != Duration(10*time.Minute) ||
 		r.Default != Duration(90*24*time.Hour) || !r.HoldForSinks || r.MaxAge != 0 || len(r.Datasets) != 0 {
@@ -240,6 +243,7 @@ func TestParse(t *testing.T) {
 		{name: "bad listen", yaml: "ingest:\n  listen: localhost\n", wantErr: []string{`line 2: ingest.listen: "localhost" is not host:port`}},
 		{name: "bad listen port", yaml: "ingest:\n  listen: \"localhost:http\"\n", wantErr: []string{`ingest.listen: "localhost:http" is not host:port`}},
 		{name: "zero max body", yaml: "ingest:\n  max_body_bytes: 0\n", wantErr: []string{`ingest.max_body_bytes: must be greater than 0, got 0`}},
+		{name: "negative memory limit", yaml: "memory_limit_bytes: -5\n", wantErr: []string{`memory_limit_bytes: must be 0 (no limit) or more, got -5`}},
 		{name: "syntax error", yaml: "ingest: [\n", wantErr: []string{"hyp.yaml: yaml: line"}},
 		{name: "two documents", yaml: "ingest: {}\n---\ncache: {}\n", wantErr: []string{"only one YAML document"}},
 
