@@ -189,7 +189,9 @@ func (l *Lake) Close() error {
 	return err
 }
 
-func (l *Lake) ident(dataset string) table.Identifier { return append(table.Identifier{l.ns[0]}, dataset) }
+func (l *Lake) ident(dataset string) table.Identifier {
+	return append(table.Identifier{l.ns[0]}, dataset)
+}
 
 // Unit is one partition's seq range in a commit, as recorded in hyp.units.
 type Unit struct {
