@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -297,31 +298,38 @@ type Result struct {
 type Commit struct {
 	Dataset string
 	ID      string // CommitID of the units
-	// Base is the table's snapshot (0 for none) when the commit was decided; it is part of
-	// the data files' names, so a re-export of the same seqs after a rewind never reuses the
-	// name of a file an older snapshot references.
-	Base int64
-	// Recover marks a commit that may already have landed (its intent survived a crash or
-	// an error whose outcome is unknown): it is made only if no snapshot after Base carries
-	// ID, and only against the head that check saw.
-	Recover bool
+	// Base is the table's snapshot (0 for none) when the commit was decided: the commit is
+	// made only if no snapshot after it carries ID already, which covers a retry after a
+	// crash or after an error whose outcome was unknown. It is also part of the data files'
+	// names, so a re-export of the same seqs after a rewind never reuses the name of a file
+	// an older snapshot references.
+	Base    int64
 	Batches []Batch
 }
 
-// ErrGaveUp means a recovering commit lost the race for the head too many times in a row;
+// ErrGaveUp means a commit lost the race for the table's head too many times in a row;
 // the next tick tries again.
-var ErrGaveUp = errors.New("the table kept changing under a recovering commit")
+var ErrGaveUp = errors.New("the table kept changing under the commit")
 
-const recoverAttempts = 20
+const commitAttempts = 30
 
-// Commit writes every batch's rows as data files and commits them in one snapshot.
+// Commit writes every batch's rows as data files and commits them in one snapshot, unless
+// a snapshot after c.Base already holds c.ID (then Result.Already is set and nothing is
+// added).
+//
+// Every attempt is pinned to the head it checked for c.ID. A concurrent commit therefore
+// fails the attempt instead of letting iceberg-go replay it onto a head that might hold
+// this very commit (landed from an attempt whose answer was lost); the loop re-reads the
+// head, looks for c.ID again and retries. iceberg-go's sql catalog reports most such
+// conflicts as a failed requirement rather than table.ErrCommitFailed, and retries neither
+// kind by itself when the branch is pinned.
 func (l *Lake) Commit(ctx context.Context, c Commit) (Result, error) {
 	var res Result
 	tbl, err := l.prepare(ctx, c.Dataset, c.Batches)
 	if err != nil {
 		return res, err
 	}
-	if c.Recover && committedIn(tbl.Metadata(), c.ID, c.Base) {
+	if committedIn(tbl.Metadata(), c.ID, c.Base) {
 		return Result{Already: true}, nil
 	}
 	files, err := l.write(ctx, tbl, c)
@@ -342,15 +350,10 @@ func (l *Lake) Commit(ctx context.Context, c Commit) (Result, error) {
 		return res, err
 	}
 	props := iceberg.Properties{PropGateway: l.gw, PropCommitID: c.ID, PropUnits: string(uj)}
-	for attempt := 0; ; attempt++ {
+	for attempt := 1; ; attempt++ {
 		tx := tbl.NewTransaction()
-		if c.Recover {
-			// Checked above against exactly this head: pinned, a commit that landed
-			// meanwhile (ours from a stalled attempt included) fails this one instead of
-			// being replayed over.
-			if err := tx.AssertRefSnapshotID(table.MainBranch); err != nil {
-				return res, err
-			}
+		if err := tx.AssertRefSnapshotID(table.MainBranch); err != nil {
+			return res, err
 		}
 		// The duplicate check reads every manifest of the table; the markers make it
 		// unnecessary, since a file name belongs to one commit id and base.
@@ -362,16 +365,14 @@ func (l *Lake) Commit(ctx context.Context, c Commit) (Result, error) {
 			res.Snapshot = headOf(next)
 			return res, nil
 		}
-		if !c.Recover || !errors.Is(err, table.ErrCommitFailed) {
+		if !conflict(err) {
 			return res, fmt.Errorf("commit to %s.%s: %w", l.ns[0], c.Dataset, err)
 		}
-		if attempt+1 >= recoverAttempts {
-			return res, fmt.Errorf("commit to %s.%s: %w: %v", l.ns[0], c.Dataset, ErrGaveUp, err)
+		if attempt >= commitAttempts {
+			return res, fmt.Errorf("commit to %s.%s: %w after %d attempts: %v", l.ns[0], c.Dataset, ErrGaveUp, attempt, err)
 		}
-		select {
-		case <-ctx.Done():
-			return res, ctx.Err()
-		case <-time.After(time.Duration(50*(attempt+1)) * time.Millisecond):
+		if err := backoff(ctx, attempt); err != nil {
+			return res, err
 		}
 		if tbl, err = l.load(ctx, c.Dataset); err != nil {
 			return res, err
@@ -380,4 +381,22 @@ func (l *Lake) Commit(ctx context.Context, c Commit) (Result, error) {
 			return Result{Already: true}, nil
 		}
 	}
+}
+
+// backoff waits before attempt+1 of a commit that conflicted, jittered so that writers
+// that collided once do not collide again in step.
+func backoff(ctx context.Context, attempt int) error {
+	wait := time.Duration(rand.Int64N(int64(min(attempt, 10)) * int64(40*time.Millisecond)))
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(wait):
+		return nil
+	}
+}
+
+// conflict reports whether a commit failed because the table moved under it: nothing of it
+// was committed. iceberg-go has no sentinel for a failed requirement, only its message.
+func conflict(err error) bool {
+	return errors.Is(err, table.ErrCommitFailed) || strings.Contains(strings.ToLower(err.Error()), "requirement failed:")
 }

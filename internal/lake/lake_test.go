@@ -3,6 +3,7 @@ package lake
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -122,8 +123,7 @@ func TestCommitAndRecover(t *testing.T) {
 				if ok, err := l.Committed(ctx, "logs", c.ID, 0); err != nil || !ok {
 					t.Fatalf("Committed after commit = %v, %v", ok, err)
 				}
-				// A crash after the commit: the recovering commit finds its id and adds nothing.
-				c.Recover = true
+				// A crash after the commit: committing again finds its id and adds nothing.
 				res, err = l.Commit(ctx, c)
 				if err != nil || !res.Already {
 					t.Fatalf("recovering commit = %+v, %v; want Already", res, err)
@@ -182,7 +182,6 @@ func TestRecoverCommitsWhatDidNotLand(t *testing.T) {
 	if _, err := l.write(ctx, tbl, c); err != nil {
 		t.Fatal(err)
 	}
-	c.Recover = true
 	res, err := l.Commit(ctx, c)
 	if err != nil || res.Already || res.Rows != 4 {
 		t.Fatalf("recovering commit = %+v, %v", res, err)
@@ -255,5 +254,51 @@ func TestCommitIDDependsOnUnitsOnly(t *testing.T) {
 		if CommitID(other.gw, []Unit{other.u}) == CommitID("g", u) {
 			t.Errorf("%+v has the same commit id", other)
 		}
+	}
+}
+
+// TestConcurrentWritersNeverDuplicate has two machines commit to one table at once: the
+// conflicting commits retry onto the new head, and every row lands once.
+func TestConcurrentWritersNeverDuplicate(t *testing.T) {
+	ctx := context.Background()
+	a, o := openLake(t, "sql", "day", "gw-a")
+	o.Gateway = "gw-b"
+	b, err := Open(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	const commits, rowsPer = 8, 5
+	errs := make(chan error, 2)
+	for i, l := range []*Lake{a, b} {
+		go func() {
+			part := fmt.Sprintf("source=m%d", i)
+			for j := range commits {
+				c := commitOf(l.gw, batch(t, part, int64(j*rowsPer+1), rowsPer, arrow.PrimitiveTypes.Int64))
+				if _, err := l.Commit(ctx, c); err != nil {
+					errs <- fmt.Errorf("%s commit %d: %w", l.gw, j, err)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	files, rows := liveFiles(t, a)
+	if rows != 2*commits*rowsPer {
+		t.Errorf("rows = %d, want %d", rows, 2*commits*rowsPer)
+	}
+	for f, n := range files {
+		if n != 1 {
+			t.Errorf("%s referenced %d times", f, n)
+		}
+	}
+	tbl, _ := a.load(ctx, "logs")
+	if n := len(tbl.Metadata().Snapshots()); n != 2*commits {
+		t.Errorf("%d snapshots, want %d", n, 2*commits)
 	}
 }

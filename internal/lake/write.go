@@ -34,17 +34,46 @@ type Batch struct {
 
 var errNoSiblingLeft = errors.New("column type conflicts with the table and with its sibling columns")
 
-// prepare loads (or creates) the dataset's table and adds the columns the batches bring.
+// prepare loads (or creates) the dataset's table and adds the columns the batches bring,
+// retrying when another writer changed the schema first.
 func (l *Lake) prepare(ctx context.Context, dataset string, batches []Batch) (*table.Table, error) {
-	tbl, err := l.load(ctx, dataset)
-	if err != nil {
-		return nil, err
-	}
-	if tbl == nil {
-		if tbl, err = l.create(ctx, dataset); err != nil {
+	for attempt := 1; ; attempt++ {
+		tbl, err := l.load(ctx, dataset)
+		if err != nil {
+			return nil, err
+		}
+		if tbl == nil {
+			if tbl, err = l.create(ctx, dataset); err != nil {
+				return nil, err
+			}
+		}
+		adds, err := newColumns(tbl.Schema(), batches)
+		if err != nil || len(adds) == 0 {
+			return tbl, err
+		}
+		tx := tbl.NewTransaction()
+		us := tx.UpdateSchema(true, false)
+		for _, f := range adds {
+			us.AddColumn([]string{f.Name}, f.Type, "", false, nil)
+		}
+		if err := us.Commit(); err != nil {
+			return nil, fmt.Errorf("grow schema of %s.%s: %w", l.ns[0], dataset, err)
+		}
+		next, err := tx.Commit(ctx)
+		if err == nil {
+			return next, nil
+		}
+		if !conflict(err) || attempt >= commitAttempts {
+			return nil, fmt.Errorf("grow schema of %s.%s: %w", l.ns[0], dataset, err)
+		}
+		if err := backoff(ctx, attempt); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// newColumns are the columns the batches bring that the table does not have yet.
+func newColumns(sc *iceberg.Schema, batches []Batch) ([]iceberg.NestedField, error) {
 	var adds []iceberg.NestedField
 	pending := map[string]iceberg.Type{}
 	for _, b := range batches {
@@ -57,7 +86,7 @@ func (l *Lake) prepare(ctx context.Context, dataset string, batches []Batch) (*t
 				if err != nil {
 					return nil, fmt.Errorf("column %q: %w", f.Name, err)
 				}
-				name, _, known, err := resolve(tbl.Schema(), pending, f.Name, t)
+				name, _, known, err := resolve(sc, pending, f.Name, t)
 				if err != nil {
 					return nil, fmt.Errorf("column %q: %w", f.Name, err)
 				}
@@ -68,21 +97,7 @@ func (l *Lake) prepare(ctx context.Context, dataset string, batches []Batch) (*t
 			}
 		}
 	}
-	if len(adds) == 0 {
-		return tbl, nil
-	}
-	tx := tbl.NewTransaction()
-	us := tx.UpdateSchema(true, false)
-	for _, f := range adds {
-		us.AddColumn([]string{f.Name}, f.Type, "", false, nil)
-	}
-	if err := us.Commit(); err != nil {
-		return nil, fmt.Errorf("grow schema of %s.%s: %w", l.ns[0], dataset, err)
-	}
-	if tbl, err = tx.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("grow schema of %s.%s: %w", l.ns[0], dataset, err)
-	}
-	return tbl, nil
+	return adds, nil
 }
 
 // create makes the dataset's table with hyp's own columns; user columns follow as they come.

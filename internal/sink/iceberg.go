@@ -247,7 +247,7 @@ func (x *instance) resolveIntents(ctx context.Context, l *lake.Lake, dataset str
 			}
 			bs := batches(units)
 			if len(bs) > 0 {
-				r, err := l.Commit(ctx, lake.Commit{Dataset: dataset, ID: id, Base: base, Recover: true, Batches: bs})
+				r, err := l.Commit(ctx, lake.Commit{Dataset: dataset, ID: id, Base: base, Batches: bs})
 				if err != nil {
 					release(units)
 					x.metrics.failures.WithLabelValues(x.name).Inc()
