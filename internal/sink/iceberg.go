@@ -113,7 +113,16 @@ type tableUnit struct {
 	p    Part
 	gen  int64 // of the state holding the unit's intent
 	u    watermark.Unit
-	rows *unitRows
+	rows *unitRows // nil for a unit found already committed
+}
+
+// exported is how many of the unit's rows reached the table: its rows as read, or as
+// decided when the commit was found already made.
+func (t tableUnit) exported() int64 {
+	if t.rows != nil {
+		return t.rows.rows
+	}
+	return t.u.Rows
 }
 
 // exportTable commits dataset's new rows, one unit per partition per commit, until every
@@ -336,7 +345,7 @@ func (x *instance) settleUnits(units []tableUnit, res *partResult) error {
 	}
 	for _, t := range units {
 		_, err := x.store.Update(t.k, t.gen, func(s *watermark.State) error {
-			s.Seq, s.ExportedRows, s.Intent = t.u.Last, s.ExportedRows+t.u.Rows, nil
+			s.Seq, s.ExportedRows, s.Intent = t.u.Last, s.ExportedRows+t.exported(), nil
 			s.LastExportAt, s.LastError = &now, ""
 			return nil
 		})
@@ -350,9 +359,9 @@ func (x *instance) settleUnits(units []tableUnit, res *partResult) error {
 		if x.hooks.afterWatermark != nil {
 			x.hooks.afterWatermark(t.k, t.u)
 		}
-		res.rows += t.u.Rows
+		res.rows += t.exported()
 		res.units++
-		x.metrics.exported.WithLabelValues(x.name, t.p.Dataset).Add(float64(t.u.Rows))
+		x.metrics.exported.WithLabelValues(x.name, t.p.Dataset).Add(float64(t.exported()))
 	}
 	return nil
 }
