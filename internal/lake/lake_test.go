@@ -302,3 +302,43 @@ func TestConcurrentWritersNeverDuplicate(t *testing.T) {
 		t.Errorf("%d snapshots, want %d", n, 2*commits)
 	}
 }
+
+// TestNamesParquetCannotHoldTogether: iceberg-go writes `a.b` to Parquet as `a_x2Eb`, so a
+// literal `a_x2Eb` beside it, or an empty field name, must not fail every commit.
+func TestNamesParquetCannotHoldTogether(t *testing.T) {
+	ts := &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
+	sc := arrow.NewSchema([]arrow.Field{
+		{Name: "a.b", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "a_x2Eb", Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: "", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		{Name: cache.SeqColumn, Type: arrow.PrimitiveTypes.Int64},
+		{Name: cache.IngestedAtColumn, Type: ts},
+	}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+	defer b.Release()
+	b.Field(0).(*array.StringBuilder).Append("dotted")
+	b.Field(1).(*array.StringBuilder).Append("literal")
+	b.Field(2).(*array.Int64Builder).Append(7)
+	b.Field(3).(*array.Int64Builder).Append(1)
+	b.Field(4).(*array.TimestampBuilder).Append(arrow.Timestamp(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).UnixMicro()))
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	l, _ := openLake(t, "sql", "day", "g")
+	bt := Batch{Unit: Unit{Dataset: "logs", Partition: "source=a", First: 1, Last: 1, Rows: 1}, Source: "a", Records: []arrow.RecordBatch{rec}}
+	for range 2 { // the second commit meets the columns already in the table
+		if _, err := l.Commit(context.Background(), commitOf("g", bt)); err != nil {
+			t.Fatal(err)
+		}
+		bt.Unit.First, bt.Unit.Last = 2, 2
+	}
+	tbl, _ := l.load(context.Background(), "logs")
+	for _, col := range []string{"a.b", "a_x2Eb__string", "__long"} {
+		if _, ok := tbl.Schema().FindFieldByName(col); ok {
+			continue
+		}
+		t.Errorf("table has no column %q: %s", col, tbl.Schema())
+	}
+	if _, rows := liveFiles(t, l); rows != 2 {
+		t.Errorf("rows = %d, want 2", rows)
+	}
+}

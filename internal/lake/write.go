@@ -76,6 +76,7 @@ func (l *Lake) prepare(ctx context.Context, dataset string, batches []Batch) (*t
 func newColumns(sc *iceberg.Schema, batches []Batch) ([]iceberg.NestedField, error) {
 	var adds []iceberg.NestedField
 	pending := map[string]iceberg.Type{}
+	taken := parquetNames(sc)
 	for _, b := range batches {
 		for _, r := range b.Records {
 			for _, f := range r.Schema().Fields() {
@@ -86,12 +87,13 @@ func newColumns(sc *iceberg.Schema, batches []Batch) ([]iceberg.NestedField, err
 				if err != nil {
 					return nil, fmt.Errorf("column %q: %w", f.Name, err)
 				}
-				name, _, known, err := resolve(sc, pending, f.Name, t)
+				name, _, known, err := resolve(sc, taken, pending, f.Name, t)
 				if err != nil {
 					return nil, fmt.Errorf("column %q: %w", f.Name, err)
 				}
 				if !known {
 					pending[name] = t
+					taken[parquetName(name)] = name
 					adds = append(adds, iceberg.NestedField{Name: name, Type: t})
 				}
 			}
@@ -135,17 +137,24 @@ func (l *Lake) create(ctx context.Context, dataset string) (*table.Table, error)
 // for values of conflicting types (see the README): a column keeps its first type, a double
 // column takes longs, and any other conflict goes to the sibling `<name>__<type>`. known is
 // false for a column the table does not have yet (it is to be added as name of type t).
-func resolve(sc *iceberg.Schema, pending map[string]iceberg.Type, name string, t iceberg.Type) (target string, cast, known bool, err error) {
+//
+// A new name that iceberg-go could not write to Parquet beside the existing columns (it
+// rewrites names that are not Avro names, so `a.b` and a literal `a_x2Eb` would both be
+// `a_x2Eb`, and the empty name has no Parquet name at all) is a conflict too: otherwise one
+// row with such a field would fail every commit of its dataset. taken maps the Parquet
+// names in use to their columns.
+func resolve(sc *iceberg.Schema, taken map[string]string, pending map[string]iceberg.Type, name string, t iceberg.Type) (target string, cast, known bool, err error) {
 	for range 3 {
 		var have iceberg.Type
 		if f, ok := sc.FindFieldByName(name); ok {
 			have = f.Type
 		} else if p, ok := pending[name]; ok {
 			have = p
-		} else {
+		} else if pq := parquetName(name); pq != "" && taken[pq] == "" {
 			return name, false, false, nil
 		}
 		switch {
+		case have == nil:
 		case have.Equals(t):
 			return name, false, true, nil
 		case have.Equals(iceberg.PrimitiveTypes.Float64) && t.Equals(iceberg.PrimitiveTypes.Int64):
@@ -154,6 +163,24 @@ func resolve(sc *iceberg.Schema, pending map[string]iceberg.Type, name string, t
 		name = name + "__" + typeName(t)
 	}
 	return "", false, false, errNoSiblingLeft
+}
+
+// parquetName is the name iceberg-go gives a column in Parquet files; "" when it has none.
+func parquetName(name string) string {
+	sc, err := iceberg.SanitizeColumnNames(iceberg.NewSchema(0, iceberg.NestedField{ID: 1, Name: name, Type: iceberg.PrimitiveTypes.String}))
+	if err != nil {
+		return ""
+	}
+	return sc.Field(0).Name
+}
+
+// parquetNames maps the Parquet names of sc's columns to the columns.
+func parquetNames(sc *iceberg.Schema) map[string]string {
+	out := make(map[string]string, sc.NumFields())
+	for _, f := range sc.Fields() {
+		out[parquetName(f.Name)] = f.Name
+	}
+	return out
 }
 
 // typeName is the cache's name of a column type, used in sibling column names.
@@ -253,6 +280,7 @@ func writeRun(ctx context.Context, tbl *table.Table, recs []arrow.RecordBatch, i
 // attached), adding _hyp_source and _hyp_gateway.
 func (l *Lake) project(sc *iceberg.Schema, b Batch) ([]arrow.RecordBatch, error) {
 	var out []arrow.RecordBatch
+	taken := parquetNames(sc)
 	fail := func(err error) ([]arrow.RecordBatch, error) {
 		for _, r := range out {
 			r.Release()
@@ -291,7 +319,7 @@ func (l *Lake) project(sc *iceberg.Schema, b Batch) ([]arrow.RecordBatch, error)
 					release()
 					return fail(err)
 				}
-				target, cast, known, err := resolve(sc, nil, name, t)
+				target, cast, known, err := resolve(sc, taken, nil, name, t)
 				if err == nil && !known {
 					err = fmt.Errorf("table has no column for %q", name)
 				}
