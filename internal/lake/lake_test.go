@@ -16,6 +16,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 
 	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/testutil/miniotest"
 )
 
 // cacheRecord builds a record shaped like a cache scan: seqs first..first+n-1, a string
@@ -340,5 +341,41 @@ func TestNamesParquetCannotHoldTogether(t *testing.T) {
 	}
 	if _, rows := liveFiles(t, l); rows != 2 {
 		t.Errorf("rows = %d, want 2", rows)
+	}
+}
+
+// TestS3Warehouse writes a table into MinIO with an sqlite catalog, and commits the same
+// units again across a MinIO restart.
+func TestS3Warehouse(t *testing.T) {
+	ctx := context.Background()
+	m := miniotest.Start(t)
+	m.SetEnv(t)
+	m.CreateBucket(t, "lake")
+	dir := t.TempDir()
+	l, err := Open(ctx, Options{Catalog: "sql", URI: "sqlite://" + filepath.Join(dir, "cat.db"), Warehouse: "s3://lake/tables",
+		Namespace: "hyp", PartitionBy: "day", Region: m.Region(), Endpoint: m.Endpoint(), PathStyle: true, Gateway: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	c := commitOf("g", batch(t, "source=web", 1, 5, arrow.PrimitiveTypes.Int64), batch(t, "source=db", 1, 3, arrow.PrimitiveTypes.Int64))
+	if r, err := l.Commit(ctx, c); err != nil || r.Rows != 8 {
+		t.Fatalf("commit = %+v, %v", r, err)
+	}
+	m.Restart(t)
+	if r, err := l.Commit(ctx, c); err != nil || !r.Already {
+		t.Fatalf("repeated commit = %+v, %v; want Already", r, err)
+	}
+	files, rows := liveFiles(t, l)
+	if rows != 8 || len(files) == 0 {
+		t.Fatalf("rows %d files %v", rows, files)
+	}
+	for f := range files {
+		if !strings.HasPrefix(f, "s3://lake/tables/") {
+			t.Errorf("data file %s is not in the warehouse", f)
+		}
+	}
+	if keys := m.List(t, "lake", "tables/"); len(keys) == 0 {
+		t.Errorf("nothing in the bucket")
 	}
 }
