@@ -136,7 +136,7 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		}
 		x.live.Store(&liveSettings{sched: sched, schedule: cfg.Schedule, datasets: cfg.Datasets, withhold: cfg.WithholdSources})
 		if cfg.Type == "iceberg" {
-			x.lake, x.lim, err = newLakeSink(x, o.UnitRows)
+			x.lake, x.lim = newLakeSink(x, o.UnitRows)
 		} else {
 			x.ship, x.lim, err = newShipper(ctx, x, o.UnitRows)
 		}

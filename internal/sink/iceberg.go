@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/hyp-project/hyp/internal/cache"
-	"github.com/hyp-project/hyp/internal/config"
 	"github.com/hyp-project/hyp/internal/lake"
 	"github.com/hyp-project/hyp/internal/partition"
 	"github.com/hyp-project/hyp/internal/watermark"
@@ -32,11 +31,9 @@ type lakeSink struct {
 	l    *lake.Lake
 }
 
-func newLakeSink(x *instance, unitRows int64) (*lakeSink, limits, error) {
+// newLakeSink keeps what opening the catalog needs; lake.Open checks it.
+func newLakeSink(x *instance, unitRows int64) (*lakeSink, limits) {
 	c := x.cfg
-	if c.Catalog.Type == "hadoop" && config.IsS3Warehouse(c.Warehouse) {
-		return nil, limits{}, errors.New("the hadoop catalog cannot be used with an s3:// warehouse")
-	}
 	lim := blobLimits // a unit is a data file, as for blob sinks
 	if unitRows > 0 {
 		lim.rows = unitRows
@@ -44,7 +41,7 @@ func newLakeSink(x *instance, unitRows int64) (*lakeSink, limits, error) {
 	return &lakeSink{opts: lake.Options{
 		Catalog: c.Catalog.Type, URI: c.Catalog.URI, Warehouse: c.Warehouse, Namespace: c.Namespace, PartitionBy: c.PartitionBy,
 		Region: c.S3.Region, Endpoint: c.S3.Endpoint, PathStyle: c.S3.ForcePathStyle, Gateway: x.gateway,
-	}}, lim, nil
+	}}, lim
 }
 
 func (s *lakeSink) open(ctx context.Context) (*lake.Lake, error) {
