@@ -68,9 +68,10 @@ type Compaction struct {
 }
 
 // Sink is one export instance. Blob sinks use Format and Destination;
-// forward sinks use URL and TokenFile.
+// forward sinks use URL and TokenFile; iceberg sinks (SPEC 6b) use Catalog,
+// Warehouse, Namespace, PartitionBy, S3 and Maintain.
 type Sink struct {
-	Type            string      `yaml:"type"`   // "blob" or "forward"
+	Type            string      `yaml:"type"`   // "blob", "forward" or "iceberg"
 	Format          string      `yaml:"format"` // "parquet" or "jsonl"
 	Destination     Destination `yaml:"destination"`
 	URL             string      `yaml:"url"`
@@ -78,6 +79,37 @@ type Sink struct {
 	Schedule        string      `yaml:"schedule"`   // see ParseSchedule
 	Datasets        []string    `yaml:"datasets"`   // empty means every dataset
 	WithholdSources []string    `yaml:"withhold_sources"`
+
+	Catalog     Catalog   `yaml:"catalog"`
+	Warehouse   string    `yaml:"warehouse"`    // s3://bucket/prefix, or a local path (absolute after loading)
+	Namespace   string    `yaml:"namespace"`    // default "hyp"
+	PartitionBy string    `yaml:"partition_by"` // day (default), hour or none
+	S3          S3Options `yaml:"s3"`
+	Maintain    Maintain  `yaml:"maintain"`
+}
+
+// Catalog is where an iceberg sink's tables are registered: "sql" (URI is
+// postgres://... or sqlite:///path, the sqlite path absolute after loading) or
+// "hadoop" (metadata files in a local warehouse, no URI).
+type Catalog struct {
+	Type string `yaml:"type"`
+	URI  string `yaml:"uri"`
+}
+
+// S3Options reach an s3:// warehouse; credentials come from the standard AWS chain.
+type S3Options struct {
+	Region         string `yaml:"region"`
+	Endpoint       string `yaml:"endpoint"`
+	ForcePathStyle bool   `yaml:"force_path_style"`
+}
+
+// Maintain is an iceberg sink's table upkeep (`hyp sink maintain`); an empty
+// Schedule runs it only on demand.
+type Maintain struct {
+	Schedule        string   `yaml:"schedule"`
+	Compact         bool     `yaml:"compact"`
+	ExpireOlderThan Duration `yaml:"expire_older_than"` // default 7d
+	RetainLast      int      `yaml:"retain_last"`       // default 10
 }
 
 // Destination is where a blob sink writes: "local-fs" uses Path, "s3" the

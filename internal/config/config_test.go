@@ -248,8 +248,8 @@ func TestParse(t *testing.T) {
 		{name: "two documents", yaml: "ingest: {}\n---\ncache: {}\n", wantErr: []string{"only one YAML document"}},
 
 		{name: "bad sink name", yaml: "sinks:\n  Bad_Name:\n    type: forward\n    url: http://h\n    token_file: t\n", wantErr: []string{`line 2: sinks.Bad_Name: bad sink name "Bad_Name"`}},
-		{name: "missing sink type", yaml: "sinks:\n  s: {}\n", wantErr: []string{`line 2: sinks.s.type: must be blob or forward, got ""`}},
-		{name: "unknown sink type", yaml: "sinks:\n  s:\n    type: kafka\n", wantErr: []string{`line 3: sinks.s.type: must be blob or forward, got "kafka"`}},
+		{name: "missing sink type", yaml: "sinks:\n  s: {}\n", wantErr: []string{`line 2: sinks.s.type: must be blob, forward or iceberg, got ""`}},
+		{name: "unknown sink type", yaml: "sinks:\n  s:\n    type: kafka\n", wantErr: []string{`line 3: sinks.s.type: must be blob, forward or iceberg, got "kafka"`}},
 		{name: "blob needs format and destination", yaml: "sinks:\n  s:\n    type: blob\n", wantErr: []string{
 			`sinks.s.format: must be parquet or jsonl, got ""`,
 			`sinks.s.destination.type: must be local-fs or s3, got ""`,
@@ -350,6 +350,7 @@ func FuzzParse(f *testing.F) {
 		"base: &b {type: blob}\nsinks: {x: *b}\n",
 		"sinks: {}\n",
 		"cache: {flush_interval: 1d12h}\n",
+		"sinks:\n  lake:\n    type: iceberg\n    catalog: {type: sql, uri: \"sqlite://c.db\"}\n    warehouse: s3://b/p\n    s3: {region: r}\n    maintain: {compact: true}\n",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -364,6 +365,9 @@ func FuzzParse(f *testing.F) {
 		for name, s := range c.Sinks {
 			if s.Type == "blob" && s.Destination.Type == "local-fs" && !filepath.IsAbs(s.Destination.Path) {
 				t.Fatalf("sink %q path %q not absolute", name, s.Destination.Path)
+			}
+			if s.Type == "iceberg" && !IsS3Warehouse(s.Warehouse) && !filepath.IsAbs(s.Warehouse) {
+				t.Fatalf("sink %q warehouse %q not absolute", name, s.Warehouse)
 			}
 			if s.TokenFile != "" && !filepath.IsAbs(s.TokenFile) {
 				t.Fatalf("sink %q token_file %q not absolute", name, s.TokenFile)

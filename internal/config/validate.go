@@ -52,6 +52,9 @@ func resolveSinks(home string, sinks map[string]Sink) []problem {
 				s.Destination.Path = p
 			}
 		}
+		if s.Type == "iceberg" {
+			probs = append(probs, resolveIceberg(home, key, &s)...)
+		}
 		if s.TokenFile != "" {
 			p, err := resolvePath(home, s.TokenFile)
 			if err != nil {
@@ -166,6 +169,14 @@ func validateSink(name string, s Sink) []problem {
 		probs = append(probs, validateDestination(key+".destination", s.Destination)...)
 		notFor("url", s.URL, "blob sinks")
 		notFor("token_file", s.TokenFile, "blob sinks")
+	case "iceberg":
+		probs = append(probs, validateIceberg(key, s)...)
+		notFor("format", s.Format, "iceberg sinks")
+		notFor("url", s.URL, "iceberg sinks")
+		notFor("token_file", s.TokenFile, "iceberg sinks")
+		if s.Destination != (Destination{}) {
+			add(problemf(key+".destination", "not used by iceberg sinks (they write to warehouse)"))
+		}
 	case "forward":
 		if err := checkHTTPURL(s.URL); err != nil {
 			add(problemf(key+".url", "%q: %v", s.URL, err))
@@ -178,7 +189,20 @@ func validateSink(name string, s Sink) []problem {
 			add(problemf(key+".destination", "not used by forward sinks"))
 		}
 	default:
-		add(problemf(key+".type", "must be blob or forward, got %q", s.Type))
+		add(problemf(key+".type", "must be blob, forward or iceberg, got %q", s.Type))
+	}
+	if s.Type != "iceberg" {
+		for _, f := range []struct {
+			k   string
+			set bool
+		}{
+			{"catalog", s.Catalog != (Catalog{})}, {"warehouse", s.Warehouse != ""}, {"namespace", s.Namespace != ""},
+			{"partition_by", s.PartitionBy != ""}, {"s3", s.S3 != (S3Options{})}, {"maintain", s.Maintain != (Maintain{})},
+		} {
+			if f.set {
+				add(problemf(key+"."+f.k, "only used by iceberg sinks"))
+			}
+		}
 	}
 	if _, err := ParseSchedule(s.Schedule); err != nil {
 		add(problemf(key+".schedule", "%v", err))

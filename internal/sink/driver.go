@@ -67,7 +67,8 @@ type instance struct {
 	cache   Cache
 	store   *watermark.Store
 	ship    shipper
-	lim     limits // the unit budget of ship's destination
+	lake    *lakeSink // iceberg sinks commit units per table (iceberg.go) instead of shipping them
+	lim     limits    // the unit budget of ship's destination
 	gateway string
 	home    string
 	sem     chan struct{} // single flight: a tick holds it
@@ -134,7 +135,12 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 			log: log.With("sink", name), now: now, metrics: m, hooks: failpoints(&failpointHits),
 		}
 		x.live.Store(&liveSettings{sched: sched, schedule: cfg.Schedule, datasets: cfg.Datasets, withhold: cfg.WithholdSources})
-		if x.ship, x.lim, err = newShipper(ctx, x, o.UnitRows); err != nil {
+		if cfg.Type == "iceberg" {
+			x.lake, x.lim = newLakeSink(x, o.UnitRows)
+		} else {
+			x.ship, x.lim, err = newShipper(ctx, x, o.UnitRows)
+		}
+		if err != nil {
 			x.broken = fmt.Errorf("sink %s: %w", name, err)
 		} else if conflict != nil && cfg.Type == "forward" {
 			x.broken = fmt.Errorf("sink %s: %w", name, conflict)
@@ -256,6 +262,9 @@ func (x *instance) tick(ctx context.Context) RunResult {
 		res.Status = "failed"
 		res.Errors = append(res.Errors, "flush cache: "+err.Error())
 		return res
+	}
+	if x.lake != nil {
+		return x.lakeTick(ctx, res)
 	}
 	failed, worked := 0, 0
 	for _, ps := range x.cache.Status() {

@@ -45,6 +45,7 @@ type InstanceStatus struct {
 	Type       string            `json:"type"`
 	Error      string            `json:"error,omitempty"` // why the sink cannot run, if it cannot
 	Partitions []PartitionStatus `json:"partitions"`
+	Tables     []TableStatus     `json:"tables,omitempty"` // iceberg sinks
 }
 
 // Status reports instance (every instance when empty) on every partition it covers. It
@@ -75,6 +76,7 @@ func (d *Driver) Status(ctx context.Context, name string) ([]InstanceStatus, err
 			}
 			is.Partitions = append(is.Partitions, ps)
 		}
+		is.Tables = x.tableStatus(ctx, datasetsOf(parts))
 		out = append(out, is)
 	}
 	return out, nil

@@ -52,6 +52,17 @@ type Unit struct {
 	Last  int64  `json:"last"`
 	Rows  int64  `json:"rows"`
 	ID    string `json:"id"`
+	// Commit is set by table sinks, which commit the units of several partitions in one
+	// table snapshot: which commit holds the unit and where the table stood before it.
+	Commit *TableCommit `json:"commit,omitempty"`
+}
+
+// TableCommit is the table commit an intent's unit belongs to: ID is recorded in the
+// commit's snapshot, and Snapshot is the table's current snapshot (0 for none) when the
+// intent was written, so recovery looks for ID only among the snapshots after it.
+type TableCommit struct {
+	ID       string `json:"id"`
+	Snapshot int64  `json:"snapshot"`
 }
 
 // Gap is rows a sink will never export, with why: the Rows rows of the partition with seq

@@ -1,0 +1,402 @@
+// Package lake owns exporting units into Iceberg tables (SPEC 6b): one table per dataset in an
+// iceberg sink's catalog, its schema grown additively from the cache's columns, and commits
+// that carry hyp's markers in their snapshot summary (hyp.gateway, hyp.commit-id, hyp.units),
+// so that a writer can tell, after a crash or a commit whose outcome it never heard, whether
+// that commit landed.
+//
+// A commit's data files are named from its commit id, the snapshot it was decided on and the
+// unit, so a retried commit rewrites the same files instead of leaving new ones, and a
+// recovering commit is made only against a head it has checked for its commit id: a data
+// file is never added to a table twice.
+//
+// The package never reads the cache or the watermarks (the sink decides what a unit holds
+// and when to ask), never deletes a data file, and never rewrites a column's type.
+package lake
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/catalog"
+	"github.com/apache/iceberg-go/catalog/hadoop"
+	sqlcat "github.com/apache/iceberg-go/catalog/sql"
+	_ "github.com/apache/iceberg-go/io/gocloud/s3" // s3:// warehouses
+	"github.com/apache/iceberg-go/table"
+	_ "github.com/jackc/pgx/v5/stdlib" // postgres:// catalogs
+	_ "modernc.org/sqlite"             // sqlite:/// catalogs
+
+	"github.com/hyp-project/hyp/internal/fsutil"
+)
+
+// Summary keys of every commit hyp makes.
+const (
+	PropGateway  = "hyp.gateway"
+	PropCommitID = "hyp.commit-id"
+	PropUnits    = "hyp.units"
+)
+
+// CatalogName is the name hyp's tables are registered under in an sql catalog (its
+// catalog_name column): a Spark or Trino JDBC catalog reading them must use it.
+const CatalogName = "hyp"
+
+// tableProps are set on every table hyp creates. iceberg-go retries no conflicting commit by
+// default; several machines appending to one table conflict on every concurrent commit, and
+// an append replayed onto the new head is always valid.
+var tableProps = iceberg.Properties{
+	table.PropertyFormatVersion:               "2",
+	table.CommitNumRetriesKey:                 "20",
+	table.CommitMinRetryWaitMsKey:             "100",
+	table.CommitMaxRetryWaitMsKey:             "10000",
+	table.CommitTotalRetryTimeoutMsKey:        "600000",
+	table.MetadataDeleteAfterCommitEnabledKey: "true",
+	table.MetadataPreviousVersionsMaxKey:      "100",
+}
+
+// Options configure a Lake.
+type Options struct {
+	Catalog     string // sql | hadoop
+	URI         string // sql: postgres://... or sqlite:///path
+	Warehouse   string // s3://bucket/prefix or an absolute local path
+	Namespace   string
+	PartitionBy string // day | hour | none
+	Region      string
+	Endpoint    string
+	PathStyle   bool
+	Gateway     string // this machine, recorded in _hyp_gateway and hyp.gateway
+}
+
+// Lake is an iceberg sink's catalog and warehouse.
+type Lake struct {
+	cat  catalog.Catalog
+	db   *sql.DB // the sql catalog's database, closed with the Lake
+	ns   table.Identifier
+	part string
+	gw   string
+}
+
+// Open connects to the catalog (creating the sqlite file, the local warehouse and the
+// namespace when missing).
+func Open(ctx context.Context, o Options) (*Lake, error) {
+	props := iceberg.Properties{}
+	warehouse := o.Warehouse
+	if strings.HasPrefix(warehouse, "s3://") {
+		if o.Region != "" {
+			props["s3.region"] = o.Region
+		}
+		if o.Endpoint != "" {
+			props["s3.endpoint"] = o.Endpoint
+			// iceberg-go addresses a custom endpoint path-style unless told otherwise.
+			if !o.PathStyle {
+				props["s3.force-virtual-addressing"] = "true"
+			}
+		}
+	} else {
+		if !filepath.IsAbs(warehouse) {
+			return nil, fmt.Errorf("warehouse %q: want an absolute path or s3://", warehouse)
+		}
+		if err := os.MkdirAll(warehouse, 0o700); err != nil {
+			return nil, fmt.Errorf("warehouse: %w", err)
+		}
+		warehouse = FileURI(warehouse)
+	}
+	props["warehouse"] = warehouse
+	l := &Lake{ns: table.Identifier{o.Namespace}, part: o.PartitionBy, gw: o.Gateway}
+	switch o.Catalog {
+	case "sql":
+		driver, dialect, dsn, err := sqlSource(o.URI)
+		if err != nil {
+			return nil, err
+		}
+		if l.db, err = sql.Open(driver, dsn); err != nil {
+			return nil, fmt.Errorf("catalog %s: %w", redact(o.URI), err)
+		}
+		cat, err := sqlcat.NewCatalog(CatalogName, l.db, dialect, props)
+		if err != nil {
+			l.db.Close()
+			return nil, fmt.Errorf("catalog %s: %w", redact(o.URI), err)
+		}
+		l.cat = cat
+	case "hadoop":
+		if strings.HasPrefix(warehouse, "s3://") {
+			// iceberg-go's hadoop catalog commits by rename, which is not atomic on S3.
+			return nil, errors.New("the hadoop catalog cannot be used with an s3:// warehouse: use an sql catalog")
+		}
+		cat, err := hadoop.NewCatalog(CatalogName, warehouse, props)
+		if err != nil {
+			return nil, fmt.Errorf("catalog: %w", err)
+		}
+		l.cat = cat
+	default:
+		return nil, fmt.Errorf("catalog type %q: want sql or hadoop", o.Catalog)
+	}
+	if err := l.cat.CreateNamespace(ctx, l.ns, nil); err != nil && !errors.Is(err, catalog.ErrNamespaceAlreadyExists) {
+		l.Close()
+		return nil, fmt.Errorf("create namespace %s: %w", o.Namespace, err)
+	}
+	return l, nil
+}
+
+// sqlSource maps a catalog URI to a database/sql driver, bun dialect and data source.
+func sqlSource(uri string) (driver string, dialect sqlcat.SupportedDialect, dsn string, err error) {
+	switch {
+	case strings.HasPrefix(uri, "sqlite://"):
+		path := strings.TrimPrefix(uri, "sqlite://")
+		if err := fsutil.MkdirAllSync(filepath.Dir(path)); err != nil {
+			return "", "", "", fmt.Errorf("catalog %s: %w", uri, err)
+		}
+		// Several hyp processes may share one catalog file: wait for its lock rather than
+		// failing the commit.
+		return "sqlite", sqlcat.SQLite, "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)", nil
+	case strings.HasPrefix(uri, "postgres://"), strings.HasPrefix(uri, "postgresql://"):
+		return "pgx", sqlcat.Postgres, uri, nil
+	}
+	return "", "", "", fmt.Errorf("catalog uri %s: want postgres://... or sqlite:///path", redact(uri))
+}
+
+// redact hides a password in a catalog URI before it reaches a message.
+func redact(uri string) string {
+	u, err := url.Parse(uri)
+	if err != nil || u.User == nil {
+		return uri
+	}
+	return u.Redacted()
+}
+
+// FileURI is the file:// URI of a local path, escaped so that iceberg-go, which joins file
+// names onto locations as URLs, keeps every byte of it.
+func FileURI(path string) string { return (&url.URL{Scheme: "file", Path: path}).String() }
+
+// Close releases the catalog.
+func (l *Lake) Close() error {
+	var err error
+	if c, ok := l.cat.(interface{ Close() error }); ok {
+		err = c.Close()
+	}
+	if l.db != nil {
+		err = errors.Join(err, l.db.Close())
+	}
+	return err
+}
+
+func (l *Lake) ident(dataset string) table.Identifier {
+	return append(table.Identifier{l.ns[0]}, dataset)
+}
+
+// Unit is one partition's seq range in a commit, as recorded in hyp.units.
+type Unit struct {
+	Dataset   string `json:"dataset"`
+	Partition string `json:"partition"`
+	First     int64  `json:"first_seq"`
+	Last      int64  `json:"last_seq"`
+	Rows      int64  `json:"rows"`
+}
+
+// CommitID names a commit from what it holds only: the same gateway committing the same
+// units always gets the same id, so a retry after a crash looks for the right one.
+func CommitID(gateway string, units []Unit) string {
+	h := sha256.New()
+	h.Write([]byte(gateway))
+	for _, u := range units {
+		fmt.Fprintf(h, "\x00%s\x00%s\x00%d\x00%d", u.Dataset, u.Partition, u.First, u.Last)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// load returns the dataset's table, or nil when it does not exist yet.
+func (l *Lake) load(ctx context.Context, dataset string) (*table.Table, error) {
+	tbl, err := l.cat.LoadTable(ctx, l.ident(dataset))
+	if errors.Is(err, catalog.ErrNoSuchTable) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load table %s.%s: %w", l.ns[0], dataset, err)
+	}
+	return tbl, nil
+}
+
+// Head is the dataset table's current snapshot id: 0 when the table or its first snapshot
+// does not exist yet.
+func (l *Lake) Head(ctx context.Context, dataset string) (int64, error) {
+	tbl, err := l.load(ctx, dataset)
+	if err != nil || tbl == nil {
+		return 0, err
+	}
+	return headOf(tbl), nil
+}
+
+func headOf(tbl *table.Table) int64 {
+	if s := tbl.CurrentSnapshot(); s != nil {
+		return s.SnapshotID
+	}
+	return 0
+}
+
+// Committed reports whether a snapshot after base (every retained one when base is 0 or
+// has been expired) carries commit id.
+func (l *Lake) Committed(ctx context.Context, dataset, id string, base int64) (bool, error) {
+	tbl, err := l.load(ctx, dataset)
+	if err != nil || tbl == nil {
+		return false, err
+	}
+	return committedIn(tbl.Metadata(), id, base), nil
+}
+
+func committedIn(md table.Metadata, id string, base int64) bool {
+	var after int64 = -1
+	if base != 0 {
+		if s := md.SnapshotByID(base); s != nil {
+			after = s.SequenceNumber
+		}
+	}
+	for _, s := range md.Snapshots() {
+		if s.SequenceNumber > after && s.Summary != nil && s.Summary.Properties[PropCommitID] == id {
+			return true
+		}
+	}
+	return false
+}
+
+// LastCommit is the newest retained commit this gateway made to the dataset's table, for
+// status; ok is false when there is none.
+func (l *Lake) LastCommit(ctx context.Context, dataset string) (id string, at time.Time, ok bool, err error) {
+	tbl, err := l.load(ctx, dataset)
+	if err != nil || tbl == nil {
+		return "", time.Time{}, false, err
+	}
+	snaps := tbl.Metadata().Snapshots()
+	for i := len(snaps) - 1; i >= 0; i-- {
+		s := snaps[i]
+		if s.Summary != nil && s.Summary.Properties[PropGateway] == l.gw && s.Summary.Properties[PropCommitID] != "" {
+			return s.Summary.Properties[PropCommitID], time.UnixMilli(s.TimestampMs).UTC(), true, nil
+		}
+	}
+	return "", time.Time{}, false, nil
+}
+
+// Result is what a commit did.
+type Result struct {
+	Snapshot int64 // the table's snapshot holding the commit (0 when Already)
+	Files    int
+	Rows     int64
+	Bytes    int64
+	Already  bool // a recovering commit found its id already in the table: nothing was added
+}
+
+// Commit is one table commit: every batch's rows in one snapshot.
+type Commit struct {
+	Dataset string
+	ID      string // CommitID of the units
+	// Base is the table's snapshot (0 for none) when the commit was decided: the commit is
+	// made only if no snapshot after it carries ID already, which covers a retry after a
+	// crash or after an error whose outcome was unknown. It is also part of the data files'
+	// names, so a re-export of the same seqs after a rewind never reuses the name of a file
+	// an older snapshot references.
+	Base    int64
+	Batches []Batch
+}
+
+// ErrGaveUp means a commit lost the race for the table's head too many times in a row;
+// the next tick tries again.
+var ErrGaveUp = errors.New("the table kept changing under the commit")
+
+const commitAttempts = 30
+
+// Commit writes every batch's rows as data files and commits them in one snapshot, unless
+// a snapshot after c.Base already holds c.ID (then Result.Already is set and nothing is
+// added).
+//
+// Every attempt is pinned to the head it checked for c.ID. A concurrent commit therefore
+// fails the attempt instead of letting iceberg-go replay it onto a head that might hold
+// this very commit (landed from an attempt whose answer was lost); the loop re-reads the
+// head, looks for c.ID again and retries. iceberg-go's sql catalog reports most such
+// conflicts as a failed requirement rather than table.ErrCommitFailed, and retries neither
+// kind by itself when the branch is pinned.
+func (l *Lake) Commit(ctx context.Context, c Commit) (Result, error) {
+	var res Result
+	tbl, err := l.prepare(ctx, c.Dataset, c.Batches)
+	if err != nil {
+		return res, err
+	}
+	if committedIn(tbl.Metadata(), c.ID, c.Base) {
+		return Result{Already: true}, nil
+	}
+	files, err := l.write(ctx, tbl, c)
+	if err != nil {
+		return res, err
+	}
+	for _, f := range files {
+		res.Files++
+		res.Rows += f.Count()
+		res.Bytes += f.FileSizeBytes()
+	}
+	units := make([]Unit, len(c.Batches))
+	for i, b := range c.Batches {
+		units[i] = b.Unit
+	}
+	uj, err := json.Marshal(units)
+	if err != nil {
+		return res, err
+	}
+	props := iceberg.Properties{PropGateway: l.gw, PropCommitID: c.ID, PropUnits: string(uj)}
+	for attempt := 1; ; attempt++ {
+		tx := tbl.NewTransaction()
+		if err := tx.AssertRefSnapshotID(table.MainBranch); err != nil {
+			return res, err
+		}
+		// The duplicate check reads every manifest of the table; the markers make it
+		// unnecessary, since a file name belongs to one commit id and base.
+		if err := tx.AddDataFiles(ctx, files, props, table.WithoutDuplicateCheck()); err != nil {
+			return res, fmt.Errorf("stage commit to %s.%s: %w", l.ns[0], c.Dataset, err)
+		}
+		next, err := tx.Commit(ctx)
+		if err == nil {
+			res.Snapshot = headOf(next)
+			return res, nil
+		}
+		if !conflict(err) {
+			return res, fmt.Errorf("commit to %s.%s: %w", l.ns[0], c.Dataset, err)
+		}
+		if attempt >= commitAttempts {
+			return res, fmt.Errorf("commit to %s.%s: %w after %d attempts: %v", l.ns[0], c.Dataset, ErrGaveUp, attempt, err)
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return res, err
+		}
+		if tbl, err = l.load(ctx, c.Dataset); err != nil {
+			return res, err
+		}
+		if committedIn(tbl.Metadata(), c.ID, c.Base) {
+			return Result{Already: true}, nil
+		}
+	}
+}
+
+// backoff waits before attempt+1 of a commit that conflicted, jittered so that writers
+// that collided once do not collide again in step.
+func backoff(ctx context.Context, attempt int) error {
+	wait := time.Duration(rand.Int64N(int64(min(attempt, 10)) * int64(40*time.Millisecond)))
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(wait):
+		return nil
+	}
+}
+
+// conflict reports whether a commit failed because the table moved under it: nothing of it
+// was committed. iceberg-go has no sentinel for a failed requirement, only its message.
+func conflict(err error) bool {
+	return errors.Is(err, table.ErrCommitFailed) || strings.Contains(strings.ToLower(err.Error()), "requirement failed:")
+}
