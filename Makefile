@@ -1,6 +1,6 @@
 # hyp: two commands on a fresh machine.
 #   make run   builds and runs the daemon on the embedded default config
-#   make test  runs every test (installs the MinIO the S3 tests run first)
+#   make test  runs every test (installs the MinIO and PostgreSQL the tests run first)
 GO       ?= go
 BIN      := bin/hyp
 HYP_HOME ?= $(HOME)/.hyp
@@ -11,7 +11,7 @@ MINIO_VERSION := v0.0.0-20260212201848-7aac2a2c5b7c
 MINIO         := $(HOME)/.cache/hyp-tools/bin/minio
 export HYP_MINIO_BIN ?= $(MINIO)
 
-.PHONY: build run test tools soak fuzz bench clean
+.PHONY: build run test tools postgres soak fuzz bench clean
 
 build:
 	$(GO) build -o $(BIN) ./cmd/hyp
@@ -24,7 +24,13 @@ test: tools
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 15m ./...
 
-tools: $(HYP_MINIO_BIN)
+tools: $(HYP_MINIO_BIN) postgres
+
+# PostgreSQL for the Iceberg SQL-catalog tests (internal/lake): Debian's package, installed
+# when missing; each test starts a throwaway cluster with initdb/pg_ctl as the postgres user.
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || \
+	  (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql)
 
 # Built once (~2-5 min) from a temp dir, so our go.mod is never touched.
 $(MINIO):
