@@ -90,46 +90,29 @@ func newBatch(ds *dataset) *batch {
 	}
 }
 
-// add appends one row. The line was validated at ingest; an error here means the log was
-// corrupted after validation, or a bug: the caller sets the row aside and goes on, and the
-// batch is as it was before the call.
-func (b *batch) add(line []byte, seq, ingestedAtMicros int64) error {
-	row := b.rows
+// add appends one row, an NDJSON line or a row-form row as form says. The row was validated
+// at ingest; an error here means the log was corrupted after validation, or a bug: the
+// caller sets the row aside and goes on, and the batch is as it was before the call.
+func (b *batch) add(form byte, row []byte, seq, ingestedAtMicros int64) error {
 	b.touched, b.ovf = b.touched[:0], b.ovf[:0]
-	err := b.scanner.Object(line, func(f jsonrow.Field) error {
-		if f.Kind == jsonrow.Null {
-			return nil
-		}
-		var num number
-		if f.Kind == jsonrow.Number {
-			num = readNumber(f.Raw)
-		}
-		// A batch column named like the key has the dataset's type for that name, so when
-		// it accepts the value the full resolution would pick it too.
-		i, ok := b.byName[string(f.Key)]
-		if !ok || !b.cols[i].accepts(f.Kind, num) {
-			if i, ok = b.column(string(f.Key), f.Kind, num); !ok {
-				b.ovf = append(b.ovf, ',')
-				b.ovf = append(rowjson.AppendString(b.ovf, string(f.Key)), ':')
-				b.ovf = append(b.ovf, f.Raw...)
-				return nil
-			}
-		}
-		b.set(b.cols[i], row, f.Kind, f.Raw, num)
-		return nil
-	})
+	var err error
+	if form == formRows {
+		err = rowFields(row, b.field)
+	} else {
+		err = b.scanner.Object(row, b.field)
+	}
 	if err == nil && len(b.ovf) > 0 {
-		err = b.setOverflow(row)
+		err = b.setOverflow(b.rows)
 	}
 	if err != nil {
-		b.unset(row)
+		b.unset(b.rows)
 		return fmt.Errorf("row seq %d: %w", seq, err)
 	}
 	// Nothing below can fail: a value reaches a column only once accepts or resolve has
 	// decided that the column's type holds it.
 	for _, c := range b.touched {
-		if n := c.b.Len(); n < row {
-			c.b.AppendNulls(row - n)
+		if n := c.b.Len(); n < b.rows {
+			c.b.AppendNulls(b.rows - n)
 		}
 		b.appendValue(c)
 		c.setRow = -1
@@ -138,6 +121,30 @@ func (b *batch) add(line []byte, seq, ingestedAtMicros int64) error {
 	b.times.Append(arrow.Timestamp(ingestedAtMicros))
 	b.rows++
 	b.maxSeq = seq
+	return nil
+}
+
+// field takes one field of the row being added (row b.rows).
+func (b *batch) field(f jsonrow.Field) error {
+	if f.Kind == jsonrow.Null {
+		return nil
+	}
+	var num number
+	if f.Kind == jsonrow.Number {
+		num = readNumber(f.Raw)
+	}
+	// A batch column named like the key has the dataset's type for that name, so when it
+	// accepts the value the full resolution would pick it too.
+	i, ok := b.byName[string(f.Key)]
+	if !ok || !b.cols[i].accepts(f.Kind, num) {
+		if i, ok = b.column(string(f.Key), f.Kind, num); !ok {
+			b.ovf = append(b.ovf, ',')
+			b.ovf = append(rowjson.AppendString(b.ovf, string(f.Key)), ':')
+			b.ovf = append(b.ovf, f.Raw...)
+			return nil
+		}
+	}
+	b.set(b.cols[i], b.rows, f.Kind, f.Raw, num)
 	return nil
 }
 
@@ -218,9 +225,13 @@ func (b *batch) appendValue(c *colBuilder) {
 	case *array.StringBuilder:
 		v := c.raw
 		if c.kind == jsonrow.String {
-			// The scanner validated the line, so the literal decodes.
-			b.scratch, _ = jsonrow.AppendString(b.scratch[:0], v)
-			v = b.scratch
+			if bytes.IndexByte(v, '\\') < 0 {
+				// Validated at ingest: without an escape the text between the quotes is the value.
+				v = v[1 : len(v)-1]
+			} else {
+				b.scratch, _ = jsonrow.AppendString(b.scratch[:0], v)
+				v = b.scratch
+			}
 		}
 		bl.BinaryBuilder.Append(v)
 	case *array.Int64Builder:

@@ -419,8 +419,8 @@ func (c *Cache) flushSegment(ctx context.Context, seg wal.Segment, last bool) er
 				// No retry can create it: its rows are set aside rather than holding up
 				// every other partition's forever.
 				seq := g.FirstSeq
-				forLines(g.Body, func(line []byte) {
-					aside = append(aside, setAside{dataset: rec.Dataset, partition: g.Partition, seq: seq, line: slices.Clone(line), err: err})
+				rec.eachRow(g, func(row []byte) {
+					aside = append(aside, setAside{dataset: rec.Dataset, partition: g.Partition, seq: seq, line: rec.line(row), err: err})
 					seq++
 				})
 				continue
@@ -433,17 +433,17 @@ func (c *Cache) flushSegment(ctx context.Context, seg wal.Segment, last bool) er
 			}
 			floor := p.maxSeq()
 			seq := g.FirstSeq
-			forLines(g.Body, func(line []byte) {
+			rec.eachRow(g, func(row []byte) {
 				defer func() { seq++ }()
 				if seq <= floor || round.failed[p] {
 					return // already committed before a crash: replay skips it
 				}
 				b := round.batch(p, ds)
-				if err := b.add(line, seq, rec.IngestedAt); err != nil {
-					aside = append(aside, setAside{dataset: rec.Dataset, partition: g.Partition, seq: seq, line: slices.Clone(line), err: err})
+				if err := b.add(rec.Form, row, seq, rec.IngestedAt); err != nil {
+					aside = append(aside, setAside{dataset: rec.Dataset, partition: g.Partition, seq: seq, line: rec.line(row), err: err})
 					return
 				}
-				round.added(p, b, len(line))
+				round.added(p, b, len(row))
 			})
 		}
 		return nil

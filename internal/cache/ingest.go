@@ -53,10 +53,11 @@ const InternalPrefix = "_hyp_"
 type groupBuilder struct {
 	name string // partition name
 	rows int
-	body bytes.Buffer
+	body []byte
 }
 
 type grouper struct {
+	form   byte // formNDJSON or formRows: what add is given
 	groups []*groupBuilder
 	index  map[string]*groupBuilder
 	// size is the request's bytes: the first group, most often the only one, is given room
@@ -64,7 +65,13 @@ type grouper struct {
 	size int
 }
 
-func (g *grouper) add(source string, line []byte) {
+// add appends a row, an NDJSON line or a row-form row as g.form says, to source's group.
+func (g *grouper) add(source string, row []byte) {
+	g.group(source).add(g.form, row)
+}
+
+// group is source's group, made on first use.
+func (g *grouper) group(source string) *groupBuilder {
 	gb := g.index[source]
 	if gb == nil {
 		if g.index == nil {
@@ -72,14 +79,21 @@ func (g *grouper) add(source string, line []byte) {
 		}
 		gb = &groupBuilder{name: partition.Name(source)}
 		if len(g.groups) == 0 {
-			gb.body.Grow(g.size)
+			gb.body = make([]byte, 0, g.size)
 		}
 		g.index[source] = gb
 		g.groups = append(g.groups, gb)
 	}
+	return gb
+}
+
+func (gb *groupBuilder) add(form byte, row []byte) {
 	gb.rows++
-	gb.body.Write(line)
-	gb.body.WriteByte('\n')
+	if form == formRows {
+		gb.body = appendRow(gb.body, row)
+	} else {
+		gb.body = append(append(gb.body, row...), '\n')
+	}
 }
 
 // Ingest validates an NDJSON body and makes it durable as one atomic request. source, when
@@ -95,14 +109,28 @@ func (c *Cache) Ingest(dataset, source string, body []byte) (Result, error) {
 		}
 	}
 	var (
-		g       = grouper{size: len(body) + 1}
+		// The row form is a little larger than the JSON it comes from (lengths instead of
+		// quotes and separators, and one per row).
+		g       = grouper{form: formRows, size: len(body) + len(body)/8 + 64}
+		fixed   *groupBuilder // the only group, when source names it
 		sc      jsonrow.Scanner
+		row     []byte
 		rowSrc  []byte
 		scratch []byte
 	)
+	if source != "" {
+		fixed = g.group(source)
+	}
 	err := jsonrow.Lines(body, func(lineNo int, line []byte) error {
-		rowSrc = rowSrc[:0]
+		rowSrc, row = rowSrc[:0], row[:0]
 		hasSrc := false
+		// With the partition known up front the row is written in place; otherwise it is
+		// built aside until its source field has been seen. A bad field fails the whole
+		// request, so a row left half written is never stored.
+		at := 0
+		if fixed != nil {
+			fixed.body, at = beginRow(fixed.body)
+		}
 		err := sc.Object(line, func(f jsonrow.Field) error {
 			if msg := CheckFieldName(f.Key); msg != "" {
 				return &InputError{Kind: "bad_field", Line: lineNo, Msg: msg}
@@ -114,6 +142,11 @@ func (c *Cache) Ingest(dataset, source string, body []byte) (Result, error) {
 				var err error
 				rowSrc, err = jsonrow.AppendString(rowSrc[:0], f.Raw)
 				hasSrc = err == nil
+			}
+			if fixed != nil {
+				fixed.body = appendField(fixed.body, f.Key, f.Kind, f.Raw)
+			} else {
+				row = appendField(row, f.Key, f.Kind, f.Raw)
 			}
 			return nil
 		})
@@ -127,18 +160,20 @@ func (c *Cache) Ingest(dataset, source string, body []byte) (Result, error) {
 			}
 			return &InputError{Kind: "bad_json", Line: lineNo, Msg: msg}
 		}
-		src := source
-		if src == "" {
-			src = partition.Unknown
-			if hasSrc && len(rowSrc) > 0 {
-				if err := partition.ValidateSource(string(rowSrc)); err != nil {
-					return &InputError{Kind: "bad_source", Line: lineNo, Msg: err.Error()}
-				}
-				scratch = append(scratch[:0], rowSrc...)
-				src = string(scratch)
-			}
+		if fixed != nil {
+			endRow(fixed.body, at)
+			fixed.rows++
+			return nil
 		}
-		g.add(src, line)
+		src := partition.Unknown
+		if hasSrc && len(rowSrc) > 0 {
+			if err := partition.ValidateSource(string(rowSrc)); err != nil {
+				return &InputError{Kind: "bad_source", Line: lineNo, Msg: err.Error()}
+			}
+			scratch = append(scratch[:0], rowSrc...)
+			src = string(scratch)
+		}
+		g.add(src, row)
 		return nil
 	})
 	if err != nil {
@@ -150,7 +185,10 @@ func (c *Cache) Ingest(dataset, source string, body []byte) (Result, error) {
 		}
 		return Result{}, &InputError{Kind: "bad_json", Msg: err.Error()}
 	}
-	return c.append(dataset, g.groups)
+	if fixed != nil && fixed.rows == 0 {
+		return Result{}, nil // an empty body: nothing to log
+	}
+	return c.append(dataset, g.form, g.groups)
 }
 
 // IngestRows makes rows from a trusted decoder durable as one atomic request.
@@ -158,7 +196,7 @@ func (c *Cache) IngestRows(dataset string, rows []Row) (Result, error) {
 	if err := CheckDataset(dataset); err != nil {
 		return Result{}, err
 	}
-	g := grouper{size: len(rows)}
+	g := grouper{form: formNDJSON, size: len(rows)}
 	for _, r := range rows {
 		g.size += len(r.Line)
 	}
@@ -169,7 +207,7 @@ func (c *Cache) IngestRows(dataset string, rows []Row) (Result, error) {
 		}
 		g.add(src, bytes.TrimSpace(r.Line))
 	}
-	return c.append(dataset, g.groups)
+	return c.append(dataset, g.form, g.groups)
 }
 
 // IngestPartition makes trusted NDJSON durable in the partition named partitionName as one
@@ -182,10 +220,13 @@ func (c *Cache) IngestPartition(dataset, partitionName string, body []byte) (Res
 	if _, _, err := partition.Parse(partitionName); err != nil {
 		return Result{}, &InputError{Kind: "bad_source", Msg: err.Error()}
 	}
-	gb := &groupBuilder{name: partitionName}
-	gb.body.Grow(len(body) + 1)
-	var sc jsonrow.Scanner
+	gb := &groupBuilder{name: partitionName, body: make([]byte, 0, len(body)+len(body)/8+64)}
+	var (
+		sc  jsonrow.Scanner
+		row []byte
+	)
 	err := jsonrow.Lines(body, func(lineNo int, line []byte) error {
+		row = row[:0]
 		err := sc.Object(line, func(f jsonrow.Field) error {
 			if k := string(f.Key); k == SeqColumn || k == IngestedAtColumn {
 				return &InputError{Kind: "reserved_field", Line: lineNo, Msg: fmt.Sprintf("field %q is stamped by the cache", k)}
@@ -193,6 +234,7 @@ func (c *Cache) IngestPartition(dataset, partitionName string, body []byte) (Res
 			if msg := CheckFieldName(f.Key); msg != "" {
 				return &InputError{Kind: "bad_field", Line: lineNo, Msg: msg}
 			}
+			row = appendField(row, f.Key, f.Kind, f.Raw)
 			return nil
 		})
 		if err != nil {
@@ -201,9 +243,7 @@ func (c *Cache) IngestPartition(dataset, partitionName string, body []byte) (Res
 			}
 			return &InputError{Kind: "bad_json", Line: lineNo, Msg: err.Error()}
 		}
-		gb.rows++
-		gb.body.Write(line)
-		gb.body.WriteByte('\n')
+		gb.add(formRows, row)
 		return nil
 	})
 	if err != nil {
@@ -215,19 +255,19 @@ func (c *Cache) IngestPartition(dataset, partitionName string, body []byte) (Res
 	if gb.rows == 0 {
 		return Result{}, nil
 	}
-	return c.append(dataset, []*groupBuilder{gb})
+	return c.append(dataset, formRows, []*groupBuilder{gb})
 }
 
 // append assigns seqs and writes one log record under c.mu, so log order is seq order, then
 // waits for the group commit outside the lock.
-func (c *Cache) append(dataset string, groups []*groupBuilder) (Result, error) {
+func (c *Cache) append(dataset string, form byte, groups []*groupBuilder) (Result, error) {
 	if len(groups) == 0 {
 		return Result{}, nil
 	}
-	rec := record{Dataset: dataset, Groups: make([]group, len(groups))}
+	rec := record{Form: form, Dataset: dataset, Groups: make([]group, len(groups))}
 	total := 0
 	for i, gb := range groups {
-		rec.Groups[i] = group{Partition: gb.name, Rows: gb.rows, Body: gb.body.Bytes()}
+		rec.Groups[i] = group{Partition: gb.name, Rows: gb.rows, Body: gb.body}
 		total += gb.rows
 	}
 	c.mu.Lock()

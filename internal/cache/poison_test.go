@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/hyp-project/hyp/internal/jsonrow"
 	"os"
 	"path/filepath"
 	"strings"
@@ -226,14 +227,35 @@ func TestColumnCapOverflows(t *testing.T) {
 // TestUnstorableRowIsSetAside writes a line the ingest validation would have refused
 // straight into the log (what damage after validation looks like): the flush stores the
 // rows around it, keeps the line with its seq as a loss, and a restart replays nothing
-// twice.
+// twice. Both forms of the log are tried: NDJSON lines and row-form rows.
 func TestUnstorableRowIsSetAside(t *testing.T) {
+	field := func(k, v string) []byte { return appendField(nil, []byte(k), kindOf(v), []byte(v)) }
+	for _, tc := range []struct {
+		name string
+		form byte
+		body []byte
+		kept string
+	}{
+		{name: "ndjson", form: formNDJSON, body: []byte(`{"i":1}` + "\n" + `{"i":` + "\n" + `{"i":3}` + "\n"), kept: `{"i":` + "\n"},
+		{name: "rows", form: formRows, body: appendRow(appendRow(appendRow(nil, field("i", "1")), []byte{0x7f}), field("i", "3")), kept: "\x7f\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testUnstorableRow(t, tc.form, tc.body, tc.kept) })
+	}
+}
+
+func kindOf(v string) jsonrow.Kind {
+	if v[0] == '"' {
+		return jsonrow.String
+	}
+	return jsonrow.Number
+}
+
+func testUnstorableRow(t *testing.T, form byte, body []byte, wantKept string) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	c := openTest(t, dir)
-	gb := &groupBuilder{name: "source=web", rows: 3}
-	gb.body.WriteString(`{"i":1}` + "\n" + `{"i":` + "\n" + `{"i":3}` + "\n")
-	res, err := c.append("logs", []*groupBuilder{gb})
+	gb := &groupBuilder{name: "source=web", rows: 3, body: body}
+	res, err := c.append("logs", form, []*groupBuilder{gb})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +275,7 @@ func TestUnstorableRowIsSetAside(t *testing.T) {
 		t.Fatalf("losses %+v, want seq %d", lost, bad)
 	}
 	kept, err := os.ReadFile(lost[0].KeptAt)
-	if err != nil || string(kept) != `{"i":`+"\n" {
+	if err != nil || string(kept) != wantKept {
 		t.Fatalf("kept %q, %v", kept, err)
 	}
 	if !strings.HasPrefix(lost[0].KeptAt, filepath.Join(dir, lostDir)) {

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"encoding/binary"
+	"slices"
 	"errors"
 	"fmt"
 )
@@ -9,11 +10,16 @@ import (
 // A log record is one ingest request: everything in it became durable in one fsync, so a
 // request is atomic across a crash. Layout (varints):
 //
-//	version=1 | dataset | ingestedAt µs | groups | per group: partition name, firstSeq, rows, body
+//	version | dataset | ingestedAt µs | groups | per group: partition name, firstSeq, rows, body
 //
-// A group's body is its rows as NDJSON, one validated JSON object per line; row i has seq
-// firstSeq+i.
-const recordVersion = 1
+// The version is the form of the group bodies: formNDJSON, rows as NDJSON, one validated JSON
+// object per line (rows from trusted decoders, and every record written before the row form);
+// formRows, rows in the row form (rowform.go), which ingest writes as it validates so the
+// flush parses nothing. Row i of a group has seq firstSeq+i.
+const (
+	formNDJSON = 1
+	formRows   = 2
+)
 
 // A segment marker is the first record of every log segment: the next seq to be issued when
 // the segment was started, so every record in the segment has seqs at or above it. It bounds
@@ -42,9 +48,27 @@ type group struct {
 }
 
 type record struct {
+	Form       byte // formNDJSON or formRows
 	Dataset    string
 	IngestedAt int64
 	Groups     []group
+}
+
+// eachRow calls fn with each row of g, a group of r, as the batch takes it.
+func (r *record) eachRow(g group, fn func(row []byte)) {
+	if r.Form == formRows {
+		forRows(g.Body, fn)
+		return
+	}
+	forLines(g.Body, fn)
+}
+
+// line is a row of r as the NDJSON line it came as, for a row set aside.
+func (r *record) line(row []byte) []byte {
+	if r.Form == formRows {
+		return rowJSON(row)
+	}
+	return slices.Clone(row)
 }
 
 func (r *record) lastSeq() int64 {
@@ -53,7 +77,7 @@ func (r *record) lastSeq() int64 {
 }
 
 func appendRecord(dst []byte, r *record) []byte {
-	dst = append(dst, recordVersion)
+	dst = append(dst, r.Form)
 	dst = appendString(dst, r.Dataset)
 	dst = binary.AppendVarint(dst, r.IngestedAt)
 	dst = binary.AppendUvarint(dst, uint64(len(r.Groups)))
@@ -121,11 +145,11 @@ func (r *recordReader) bytes() []byte {
 
 // decodeRecord parses a payload. Group bodies alias p.
 func decodeRecord(p []byte) (*record, error) {
-	if len(p) == 0 || p[0] != recordVersion {
+	if len(p) == 0 || (p[0] != formNDJSON && p[0] != formRows) {
 		return nil, fmt.Errorf("%w: unknown version", errBadRecord)
 	}
 	r := &recordReader{b: p[1:]}
-	rec := &record{Dataset: string(r.bytes()), IngestedAt: r.varint()}
+	rec := &record{Form: p[0], Dataset: string(r.bytes()), IngestedAt: r.varint()}
 	n := r.uvarint()
 	if n == 0 || n > uint64(len(p)) {
 		return nil, fmt.Errorf("%w: %d groups", errBadRecord, n)
@@ -136,6 +160,11 @@ func decodeRecord(p []byte) (*record, error) {
 		g.Body = r.bytes()
 		if r.err != nil {
 			return nil, r.err
+		}
+		if rec.Form == formRows {
+			if n, ok := countRows(g.Body); !ok || n != g.Rows {
+				return nil, fmt.Errorf("%w: group of %d rows holds %d", errBadRecord, g.Rows, n)
+			}
 		}
 		rec.Groups = append(rec.Groups, g)
 	}
