@@ -2,9 +2,9 @@ package cache
 
 import (
 	"encoding/binary"
-	"slices"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // A log record is one ingest request: everything in it became durable in one fsync, so a
