@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/apache/arrow-go/v18/arrow"
 )
 
 // startPostgres runs a throwaway PostgreSQL cluster on 127.0.0.1 for the test and returns
@@ -74,38 +73,6 @@ func TestPostgresCatalog(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	const commits, rowsPer = 6, 4
-	errs := make(chan error, 2)
-	for i, l := range []*Lake{a, b} {
-		go func() {
-			part := fmt.Sprintf("source=m%d", i)
-			for j := range commits {
-				c := commitOf(l.gw, batch(t, part, int64(j*rowsPer+1), rowsPer, arrow.PrimitiveTypes.Int64))
-				if _, err := l.Commit(ctx, c); err != nil {
-					errs <- fmt.Errorf("%s commit %d: %w", l.gw, j, err)
-					return
-				}
-				// Committing the same units again (a retry after a crash) adds nothing.
-				if r, err := l.Commit(ctx, c); err != nil || !r.Already {
-					errs <- fmt.Errorf("%s repeated commit %d = %+v, %v; want Already", l.gw, j, r, err)
-					return
-				}
-			}
-			errs <- nil
-		}()
-	}
-	for range 2 {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
-	files, rows := liveFiles(t, a)
-	if rows != 2*commits*rowsPer {
-		t.Errorf("rows = %d, want %d", rows, 2*commits*rowsPer)
-	}
-	for f, n := range files {
-		if n != 1 {
-			t.Errorf("%s referenced %d times", f, n)
-		}
-	}
+	// Each unit is committed twice: the repeat, a retry after a crash, must add nothing.
+	commitConcurrently(t, a, b, 6, 4, true)
 }
