@@ -64,15 +64,16 @@ type Compaction struct {
 }
 
 // Sink is one export instance. Blob sinks use Format and Destination;
-// forward sinks use URL and TokenFile.
+// forward sinks use URL, TokenFile and Compression.
 type Sink struct {
 	Type            string      `yaml:"type"`   // "blob" or "forward"
 	Format          string      `yaml:"format"` // "parquet" or "jsonl"
 	Destination     Destination `yaml:"destination"`
 	URL             string      `yaml:"url"`
-	TokenFile       string      `yaml:"token_file"` // absolute after loading
-	Schedule        string      `yaml:"schedule"`   // see ParseSchedule
-	Datasets        []string    `yaml:"datasets"`   // empty means every dataset
+	TokenFile       string      `yaml:"token_file"`  // absolute after loading
+	Compression     string      `yaml:"compression"` // forward: gzip (default), zstd or none
+	Schedule        string      `yaml:"schedule"`    // see ParseSchedule
+	Datasets        []string    `yaml:"datasets"`    // empty means every dataset
 	WithholdSources []string    `yaml:"withhold_sources"`
 }
 
@@ -87,6 +88,10 @@ type Destination struct {
 	Endpoint       string `yaml:"endpoint"`
 	ForcePathStyle bool   `yaml:"force_path_style"`
 }
+
+// DefaultCompression is a forward sink's `compression` when the file gives none (SPEC 3).
+// Loading fills it in; a Sink built in code that leaves it empty means the same.
+const DefaultCompression = "gzip"
 
 // Default returns the embedded defaults resolved for home (HYP_HOME). The
 // spec writes the default export root as ~/.hyp/exports; it is really
