@@ -18,8 +18,14 @@ import (
 // Unit budgets. A forward unit is one request, kept well under a server's default 16 MiB
 // body limit; a blob unit is one file, large enough that object stores are not flooded
 // with small files and small enough to hold in memory while it is encoded.
+//
+// A forward sink keeps a few partitions' units in flight: one request at a time leaves
+// both ends idle while the other works (encoding and compressing here, parsing and fsyncs
+// there, which the server groups across concurrent requests). A few suffice to overlap
+// them, and each holds a unit in memory. Blob units are large enough to keep a destination
+// busy one at a time.
 var (
-	forwardLimits = limits{rows: 10_000, bytes: 4 << 20}
+	forwardLimits = limits{rows: 10_000, bytes: 4 << 20, inFlight: 4}
 	blobLimits    = limits{rows: 250_000, bytes: 256 << 20}
 )
 
