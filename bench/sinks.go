@@ -22,8 +22,10 @@ import (
 )
 
 // sinkBench exports n rows from an in-process cache through each sink type and prints
-// rows/s: forward to a `hyp server` subprocess, blob Parquet and JSONL to local disk, and
-// blob Parquet to a MinIO subprocess when minioBin exists.
+// rows/s: forward to a `hyp server` subprocess once per compression (with bytes on the wire
+// per row), blob Parquet and JSONL to local disk, and blob Parquet to a MinIO subprocess when
+// minioBin exists. Then the same n rows spread over four partitions go through the forward
+// sink again, which ships partitions concurrently.
 func sinkBench(bin, minioBin string, n int) error {
 	ctx := context.Background()
 	c, dir, done, err := tempCache(ctx, "hyp-sinkbench-")
@@ -40,20 +42,10 @@ func sinkBench(bin, minioBin string, n int) error {
 	if err := os.WriteFile(tokenFile, []byte("bench-token\n"), 0o600); err != nil {
 		return err
 	}
-	srvHome := filepath.Join(dir, "server")
-	os.MkdirAll(srvHome, 0o755)
-	os.WriteFile(filepath.Join(srvHome, "hyp.yaml"), []byte("ingest:\n  listen: "+freeAddr()+"\nsinks: {}\n"), 0o644)
-	srvAddr := freeAddr()
-	srv := exec.Command(bin, "server", "--home", srvHome, "--listen", srvAddr, "--token-file", tokenFile)
-	if err := srv.Start(); err != nil {
-		return err
-	}
-	defer func() { srv.Process.Signal(os.Interrupt); srv.Wait() }()
-	if err := waitHTTP("http://" + srvAddr + "/healthz"); err != nil {
+	if err := forwardBench(ctx, bin, dir, tokenFile, c, "1 partition"); err != nil {
 		return err
 	}
 	sinks := map[string]config.Sink{
-		"forward":       {Type: "forward", URL: "http://" + srvAddr, TokenFile: tokenFile, Schedule: "@every 1h"},
 		"local-parquet": {Type: "blob", Format: "parquet", Schedule: "@every 1h", Destination: config.Destination{Type: "local-fs", Path: filepath.Join(dir, "exports-parquet")}},
 		"local-jsonl":   {Type: "blob", Format: "jsonl", Schedule: "@every 1h", Destination: config.Destination{Type: "local-fs", Path: filepath.Join(dir, "exports-jsonl")}},
 	}
@@ -72,16 +64,84 @@ func sinkBench(bin, minioBin string, n int) error {
 		return err
 	}
 	for _, name := range d.Names() {
-		start := time.Now()
-		res, err := d.RunNow(ctx, name)
+		if err := runSink(ctx, d, name, ""); err != nil {
+			return err
+		}
+	}
+
+	c4, dir4, done4, err := tempCache(ctx, "hyp-sinkbench4-")
+	if err != nil {
+		return err
+	}
+	defer done4()
+	for p := range 4 {
+		if err := fill(ctx, c4, fmt.Sprintf("bench%d", p), n/4, 100_000); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("sinks: %d rows in 4 partitions\n", n/4*4)
+	return forwardBench(ctx, bin, dir4, tokenFile, c4, "4 partitions")
+}
+
+// forwardBench forwards every row of c once per compression, each to a fresh `hyp server`
+// so that none of them finds its rows already in the server's ledger.
+func forwardBench(ctx context.Context, bin, dir, tokenFile string, c *cache.Cache, what string) error {
+	for _, comp := range []string{"none", "gzip", "zstd"} {
+		addr, stop, err := startServer(bin, filepath.Join(dir, "server-"+comp), tokenFile)
 		if err != nil {
 			return err
 		}
-		el := time.Since(start)
-		r := res[0]
-		fmt.Printf("sink %s: %d rows in %d units, %.1f MB, %s: %.0f rows/s %v\n", name, r.Rows, r.Units, float64(r.Bytes)/1e6, el.Round(time.Millisecond), float64(r.Rows)/el.Seconds(), r.Errors)
+		name := "forward-" + comp
+		d, err := sink.New(ctx, sink.Options{Home: dir, Cache: c, Sinks: map[string]config.Sink{
+			name: {Type: "forward", URL: "http://" + addr, TokenFile: tokenFile, Schedule: "@every 1h", Compression: comp},
+		}})
+		if err == nil {
+			err = runSink(ctx, d, name, what)
+		}
+		stop()
+		if err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// runSink runs one sink instance now and prints its figures.
+func runSink(ctx context.Context, d *sink.Driver, name, what string) error {
+	start := time.Now()
+	res, err := d.RunNow(ctx, name)
+	if err != nil {
+		return err
+	}
+	el := time.Since(start)
+	r := res[0]
+	if what != "" {
+		name += " (" + what + ")"
+	}
+	fmt.Printf("sink %s: %d rows in %d units, %.1f MB (%.1f bytes/row), %s: %.0f rows/s %v\n", name, r.Rows, r.Units,
+		float64(r.Bytes)/1e6, float64(r.Bytes)/float64(max(r.Rows, 1)), el.Round(time.Millisecond), float64(r.Rows)/el.Seconds(), r.Errors)
+	return nil
+}
+
+// startServer runs `hyp server` on a new home and waits until it answers.
+func startServer(bin, home, tokenFile string) (addr string, stop func(), err error) {
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		return "", nil, err
+	}
+	if err := os.WriteFile(filepath.Join(home, "hyp.yaml"), []byte("ingest:\n  listen: "+freeAddr()+"\nsinks: {}\n"), 0o644); err != nil {
+		return "", nil, err
+	}
+	addr = freeAddr()
+	srv := exec.Command(bin, "server", "--home", home, "--listen", addr, "--token-file", tokenFile)
+	if err := srv.Start(); err != nil {
+		return "", nil, err
+	}
+	stop = func() { srv.Process.Signal(os.Interrupt); srv.Wait() }
+	if err := waitHTTP("http://" + addr + "/healthz"); err != nil {
+		stop()
+		return "", nil, err
+	}
+	return addr, stop, nil
 }
 
 // tickBench builds an n-row partition, puts a sink's watermark at its head, and times the

@@ -68,16 +68,17 @@ type Compaction struct {
 }
 
 // Sink is one export instance. Blob sinks use Format and Destination;
-// forward sinks use URL and TokenFile; iceberg sinks (SPEC 6b) use Catalog,
-// Warehouse, Namespace, PartitionBy, S3 and Maintain.
+// forward sinks use URL, TokenFile and Compression; iceberg sinks (SPEC 6b) use
+// Catalog, Warehouse, Namespace, PartitionBy, S3 and Maintain.
 type Sink struct {
 	Type            string      `yaml:"type"`   // "blob", "forward" or "iceberg"
 	Format          string      `yaml:"format"` // "parquet" or "jsonl"
 	Destination     Destination `yaml:"destination"`
 	URL             string      `yaml:"url"`
-	TokenFile       string      `yaml:"token_file"` // absolute after loading
-	Schedule        string      `yaml:"schedule"`   // see ParseSchedule
-	Datasets        []string    `yaml:"datasets"`   // empty means every dataset
+	TokenFile       string      `yaml:"token_file"`  // absolute after loading
+	Compression     string      `yaml:"compression"` // forward: gzip (default), zstd or none
+	Schedule        string      `yaml:"schedule"`    // see ParseSchedule
+	Datasets        []string    `yaml:"datasets"`    // empty means every dataset
 	WithholdSources []string    `yaml:"withhold_sources"`
 
 	Catalog     Catalog   `yaml:"catalog"`
@@ -127,6 +128,10 @@ type Destination struct {
 // DefaultMemoryLimit keeps a daemon at full ingest speed under 200 MiB of RSS
 // (docs/PERFORMANCE.md).
 const DefaultMemoryLimit = 128 << 20
+
+// DefaultCompression is a forward sink's `compression` when the file gives none (SPEC 3).
+// Loading fills it in; a Sink built in code that leaves it empty means the same.
+const DefaultCompression = "gzip"
 
 // Default returns the embedded defaults resolved for home (HYP_HOME). The
 // spec writes the default export root as ~/.hyp/exports; it is really

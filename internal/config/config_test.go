@@ -207,9 +207,18 @@ func TestParse(t *testing.T) {
 			name: "forward sink",
 			yaml: "sinks:\n  upstream:\n    type: forward\n    url: https://collector.example:8443\n    token_file: secrets/token\n    schedule: \"@every 30s\"\n",
 			check: func(t *testing.T, c *Config) {
-				want := Sink{Type: "forward", URL: "https://collector.example:8443", TokenFile: filepath.Join(home, "secrets/token"), Schedule: "@every 30s"}
+				want := Sink{Type: "forward", URL: "https://collector.example:8443", TokenFile: filepath.Join(home, "secrets/token"), Schedule: "@every 30s", Compression: "gzip"}
 				if got := c.Sinks["upstream"]; !reflect.DeepEqual(got, want) {
 					t.Errorf("sink = %+v, want %+v", got, want)
+				}
+			},
+		},
+		{
+			name: "forward sink with zstd",
+			yaml: "sinks:\n  upstream:\n    type: forward\n    url: http://c:1\n    token_file: t\n    compression: zstd\n",
+			check: func(t *testing.T, c *Config) {
+				if got := c.Sinks["upstream"].Compression; got != "zstd" {
+					t.Errorf("compression = %q, want zstd", got)
 				}
 			},
 		},
@@ -265,6 +274,8 @@ func TestParse(t *testing.T) {
 			`sinks.f.url: "": required`,
 			`sinks.f.token_file: required for forward sinks`,
 		}},
+		{name: "forward compression", yaml: "sinks:\n  f:\n    type: forward\n    url: http://h\n    token_file: t\n    compression: br\n", wantErr: []string{`line 6: sinks.f.compression: must be gzip, zstd or none, got "br"`}},
+		{name: "blob rejects compression", yaml: "sinks:\n  b:\n    type: blob\n    format: jsonl\n    destination: {type: local-fs, path: x}\n    compression: zstd\n", wantErr: []string{`sinks.b.compression: "zstd" is not used by blob sinks`}},
 		{name: "forward url must be http", yaml: "sinks:\n  f:\n    type: forward\n    url: ftp://h\n    token_file: t\n", wantErr: []string{`line 4: sinks.f.url: "ftp://h": scheme must be http or https`}},
 		{name: "forward url needs host", yaml: "sinks:\n  f:\n    type: forward\n    url: \"http:///x\"\n    token_file: t\n", wantErr: []string{`sinks.f.url: "http:///x": missing host`}},
 		{name: "forward rejects blob keys", yaml: "sinks:\n  f:\n    type: forward\n    url: http://h\n    token_file: t\n    format: jsonl\n    destination: {type: local-fs, path: x}\n", wantErr: []string{

@@ -32,7 +32,8 @@ func problemf(key, format string, args ...any) problem {
 }
 
 // resolveSinks fills in what a sink given in the file leaves implicit: the
-// default schedule, and absolute paths for the local-fs root and token file.
+// default schedule, a forward sink's default compression, and absolute paths
+// for the local-fs root and token file.
 // Default sinks never pass through here, as they are already resolved.
 func resolveSinks(home string, sinks map[string]Sink) []problem {
 	var probs []problem
@@ -41,6 +42,9 @@ func resolveSinks(home string, sinks map[string]Sink) []problem {
 		key := "sinks." + name
 		if s.Schedule == "" {
 			s.Schedule = defaultSchedule
+		}
+		if s.Type == "forward" && s.Compression == "" {
+			s.Compression = DefaultCompression
 		}
 		// An empty path stays empty so validation reports it missing
 		// instead of it silently meaning HYP_HOME itself.
@@ -169,15 +173,22 @@ func validateSink(name string, s Sink) []problem {
 		probs = append(probs, validateDestination(key+".destination", s.Destination)...)
 		notFor("url", s.URL, "blob sinks")
 		notFor("token_file", s.TokenFile, "blob sinks")
+		notFor("compression", s.Compression, "blob sinks")
 	case "iceberg":
 		probs = append(probs, validateIceberg(key, s)...)
 		notFor("format", s.Format, "iceberg sinks")
 		notFor("url", s.URL, "iceberg sinks")
 		notFor("token_file", s.TokenFile, "iceberg sinks")
+		notFor("compression", s.Compression, "iceberg sinks")
 		if s.Destination != (Destination{}) {
 			add(problemf(key+".destination", "not used by iceberg sinks (they write to warehouse)"))
 		}
 	case "forward":
+		switch s.Compression {
+		case "gzip", "zstd", "none":
+		default:
+			add(problemf(key+".compression", "must be gzip, zstd or none, got %q", s.Compression))
+		}
 		if err := checkHTTPURL(s.URL); err != nil {
 			add(problemf(key+".url", "%q: %v", s.URL, err))
 		}

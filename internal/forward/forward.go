@@ -35,6 +35,10 @@ var (
 	ErrUnauthorized = errors.New("unauthorized")
 	// ErrTooLarge means the server refused the chunk's size (413); the caller splits it.
 	ErrTooLarge = errors.New("chunk too large")
+	// ErrUnsupportedEncoding means the server does not accept the client's compression
+	// (415), say an older server asked for zstd. The chunk itself is fine; retrying with the
+	// same setting cannot help, so Send does not, and the sink's configuration must change.
+	ErrUnsupportedEncoding = errors.New("compression not supported by the server")
 )
 
 // Chunk is one unit to forward: rows of one partition, already encoded as NDJSON in seq
@@ -56,6 +60,9 @@ type Options struct {
 	URL     string // base URL of the `hyp server`, http or https, no query
 	Token   string // bearer token, as read from token_file
 	Gateway string // stable id of this machine (X-Hyp-Gateway)
+	// Compression is applied to every body (Content-Encoding); the zero value sends bodies
+	// as they are.
+	Compression Compression
 	// HTTPClient defaults to a client with its own connection pool. Redirects are never
 	// followed, whatever the client says: a 301/302/303 would turn the POST into a GET and
 	// drop the body, and a redirect to another host would drop the token.
@@ -75,12 +82,13 @@ type Options struct {
 	Sleep          func(ctx context.Context, d time.Duration) error // default: timer or ctx, whichever ends first
 }
 
-// Client sends chunks to one `hyp server`. It holds no mutable state, so one Client may
-// serve concurrent Sends.
+// Client sends chunks to one `hyp server`. It holds no mutable state but pools, so one
+// Client may serve concurrent Sends.
 type Client struct {
 	endpoint       string // base URL without trailing slash
 	token          string
 	gateway        string
+	comp           *compressor
 	http           *http.Client
 	ladder         []time.Duration
 	maxWait        time.Duration
@@ -150,6 +158,9 @@ func New(o Options) (*Client, error) {
 	if c.requestTimeout, err = positiveOr(o.RequestTimeout, defaultRequestTimeout, "request timeout"); err != nil {
 		return nil, err
 	}
+	if c.comp, err = newCompressor(o.Compression); err != nil {
+		return nil, err
+	}
 	hc := http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	if o.HTTPClient != nil {
 		hc = *o.HTTPClient
@@ -195,10 +206,19 @@ type failure struct {
 	retryAfter string // the server's Retry-After header, if any
 }
 
+// Receipt is what delivering one chunk did.
+type Receipt struct {
+	Ack Ack
+	// WireBytes is the size of the request body as sent, after compression: what the chunk
+	// cost on the wire once (a retry sends the same bytes again).
+	WireBytes int64
+}
+
 // Send delivers ch and returns the server's ack. On an error nothing may be assumed about
 // the server's state except through the error's kind:
 //   - ErrRetryable: not delivered within MaxWait; send the same chunk again later.
 //   - ErrUnauthorized: the token is refused; nothing was retried.
+//   - ErrUnsupportedEncoding: the server refuses the compression; nothing was retried.
 //   - ErrTooLarge: split the chunk and send the halves.
 //   - *PoisonError (errors.As): the server refuses the content; quarantine the chunk.
 //   - ctx.Err(): the caller gave up (shutdown).
@@ -208,21 +228,26 @@ type failure struct {
 // can recover, not the chunk, so they must never quarantine rows, and the server's seq
 // ledger makes a re-send harmless. A 200 ends Send even when its body is unreadable: the
 // status alone says the rows are durable.
-func (c *Client) Send(ctx context.Context, ch Chunk) (Ack, error) {
+func (c *Client) Send(ctx context.Context, ch Chunk) (Receipt, error) {
 	if err := ch.validate(); err != nil {
-		return Ack{}, fmt.Errorf("forward: %w", err)
+		return Receipt{}, fmt.Errorf("forward: %w", err)
 	}
 	id := BatchID(c.gateway, ch.Dataset, ch.Partition, ch.FirstSeq, ch.LastSeq)
 	what := fmt.Sprintf("forward %s %s seqs %d-%d (batch %s)", ch.Dataset, ch.Partition, ch.FirstSeq, ch.LastSeq, id)
+	// Compressed once: every attempt sends the same bytes.
+	wire, err := c.comp.compress(ch.Body)
+	if err != nil {
+		return Receipt{}, fmt.Errorf("%s: compressing the body: %w", what, err)
+	}
 	start := c.now()
 	step := 0
 	for attempt := 1; ; attempt++ {
-		ack, fail, err := c.attempt(ctx, ch, id)
+		ack, fail, err := c.attempt(ctx, ch, wire, id)
 		if err != nil {
-			return Ack{}, fmt.Errorf("%s: %w", what, err)
+			return Receipt{}, fmt.Errorf("%s: %w", what, err)
 		}
 		if fail == nil {
-			return ack, nil
+			return Receipt{Ack: ack, WireBytes: int64(len(wire))}, nil
 		}
 		wait, ok := ParseRetryAfter(fail.retryAfter, c.now())
 		if ok {
@@ -232,13 +257,13 @@ func (c *Client) Send(ctx context.Context, ch Chunk) (Ack, error) {
 			step++
 		}
 		if spent := c.now().Sub(start); spent+wait > c.maxWait {
-			return Ack{}, fmt.Errorf("%s: %w: gave up after %d attempts in %s (next wait %s would pass max wait %s); last failure: %w",
+			return Receipt{}, fmt.Errorf("%s: %w: gave up after %d attempts in %s (next wait %s would pass max wait %s); last failure: %w",
 				what, ErrRetryable, attempt, spent, wait, c.maxWait, fail.err)
 		}
 		c.log.Warn("forward: retrying", "dataset", ch.Dataset, "partition", ch.Partition, "batch", id,
 			"attempt", attempt, "wait", wait, "err", fail.err)
 		if err := c.sleep(ctx, wait); err != nil {
-			return Ack{}, fmt.Errorf("%s: waiting to retry after %v: %w", what, fail.err, err)
+			return Receipt{}, fmt.Errorf("%s: waiting to retry after %v: %w", what, fail.err, err)
 		}
 	}
 }
@@ -260,16 +285,20 @@ func (ch Chunk) validate() error {
 	return nil
 }
 
-// attempt makes one request. It returns the ack, or a retryable failure, or a final error.
-func (c *Client) attempt(ctx context.Context, ch Chunk, id string) (Ack, *failure, error) {
+// attempt sends ch with wire as its body. It returns the ack, or a retryable failure, or a
+// final error.
+func (c *Client) attempt(ctx context.Context, ch Chunk, wire []byte, id string) (Ack, *failure, error) {
 	actx, cancel := context.WithTimeout(ctx, c.requestTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(actx, http.MethodPost, c.endpoint+"/v1/ingest/"+url.PathEscape(ch.Dataset), bytes.NewReader(ch.Body))
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, c.endpoint+"/v1/ingest/"+url.PathEscape(ch.Dataset), bytes.NewReader(wire))
 	if err != nil {
 		return Ack{}, nil, fmt.Errorf("building request: %w", err)
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Content-Type", "application/x-ndjson")
+	if enc := c.comp.encoding(); enc != "" {
+		req.Header.Set("Content-Encoding", enc)
+	}
 	req.Header.Set("X-Hyp-Gateway", c.gateway)
 	req.Header.Set("X-Hyp-Partition", ch.Partition)
 	req.Header.Set("X-Hyp-Batch-Id", id)
@@ -301,6 +330,8 @@ func (c *Client) attempt(ctx context.Context, ch Chunk, id string) (Ack, *failur
 		return Ack{}, nil, &PoisonError{Status: resp.StatusCode, Body: se.body}
 	case http.StatusRequestEntityTooLarge:
 		return Ack{}, nil, fmt.Errorf("%w (%d bytes, %d rows): %w; split it", ErrTooLarge, len(ch.Body), ch.Rows, se)
+	case http.StatusUnsupportedMediaType:
+		return Ack{}, nil, fmt.Errorf("%w (%s): %w; set the sink's compression to one the server takes", ErrUnsupportedEncoding, c.comp.kind, se)
 	}
 	return Ack{}, &failure{err: se, retryAfter: resp.Header.Get("Retry-After")}, nil
 }

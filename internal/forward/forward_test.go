@@ -159,6 +159,8 @@ func kind(err error) string {
 		return "unauthorized"
 	case errors.Is(err, ErrTooLarge):
 		return "too_large"
+	case errors.Is(err, ErrUnsupportedEncoding):
+		return "unsupported_encoding"
 	case errors.Is(err, context.Canceled):
 		return "canceled"
 	}
@@ -199,6 +201,8 @@ func TestSendOutcomes(t *testing.T) {
 			want: "poison", wantIn: []string{"422", "bad_seq"}, wantReqs: 1},
 		{name: "413", replies: []reply{{status: 413, body: `{"error":"too_large"}`}, ok},
 			want: "too_large", wantIn: []string{"413", "split"}, wantReqs: 1},
+		{name: "415", replies: []reply{{status: 415, body: `{"error":"unsupported_encoding"}`}, ok},
+			want: "unsupported_encoding", wantIn: []string{"415", "unsupported_encoding", "compression"}, wantReqs: 1},
 		{name: "Retry-After seconds", replies: []reply{{status: 503, retryAfter: ra("3")}, ok},
 			want: "ok", wantAck: Ack{3, 0}, wantReqs: 2, wantWait: []time.Duration{3 * time.Second}},
 		{name: "Retry-After HTTP-date", replies: []reply{{status: 429, retryAfter: raDate(7 * time.Second)}, ok},
@@ -237,11 +241,11 @@ func TestSendOutcomes(t *testing.T) {
 			srv := scriptServer(t, clock, tc.replies...)
 			var logs bytes.Buffer
 			c := newTestClient(t, srv.URL, clock, &logs, func(o *Options) { o.MaxWait = tc.maxWait })
-			ack, err := c.Send(context.Background(), testChunk())
+			rc, err := c.Send(context.Background(), testChunk())
 			if got := kind(err); got != tc.want {
 				t.Fatalf("outcome %s (err %v), want %s", got, err, tc.want)
 			}
-			if ack != tc.wantAck {
+			if ack := rc.Ack; ack != tc.wantAck {
 				t.Errorf("ack %+v, want %+v", ack, tc.wantAck)
 			}
 			for _, s := range tc.wantIn {
@@ -390,11 +394,11 @@ func TestSendBrokenConnection(t *testing.T) {
 			clock := newFakeClock()
 			var logs bytes.Buffer
 			c := newTestClient(t, srv.URL, clock, &logs, nil)
-			ack, err := c.Send(context.Background(), testChunk())
+			rc, err := c.Send(context.Background(), testChunk())
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ack != tc.wantAck {
+			if ack := rc.Ack; ack != tc.wantAck {
 				t.Errorf("ack %+v, want %+v", ack, tc.wantAck)
 			}
 			if n := len(srv.requests()); n != tc.wantReqs {

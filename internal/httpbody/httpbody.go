@@ -1,6 +1,6 @@
 // Package httpbody owns what hyp's two HTTP receivers (the ingest API and `hyp server`)
-// share at the edge: reading a request body within a size limit, before and after gzip
-// decompression; bounding what bodies cost a listener (a per-listener Budget of bytes held
+// share at the edge: reading a request body within a size limit, before and after gzip or
+// zstd decompression; bounding what bodies cost a listener (a per-listener Budget of bytes held
 // at once, and a Pace that cuts off a client sending too slowly, both applied by Guard);
 // and the JSON error reply every non-200 answer carries. It never looks inside a body, and
 // never sizes a buffer from what a client declares (Content-Length): buffers grow only
@@ -116,16 +116,17 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Read returns the request body, decompressed when Content-Encoding is gzip, in a pooled
-// buffer the caller hands back with Release. The body as sent and its decompressed form
-// are both limited to max, and decompression stops at max+1 bytes, so a gzip bomb costs at
-// most that. Over the limit the reply is tooLarge.
+// Read returns the request body, decompressed when Content-Encoding is gzip or zstd, in a
+// pooled buffer the caller hands back with Release. The body as sent and its decompressed
+// form are both limited to max, and decompression stops at max+1 bytes, so a compression
+// bomb costs at most that. Over the limit the reply is tooLarge; any other coding is 415
+// unsupported_encoding.
 //
 // Under Guard the bytes kept are charged to the listener's Budget as they arrive (a spent
 // budget is a 503 with Retry-After) and a body slower than the Pace is a 408; the buffer
 // never grows ahead of the bytes received, whatever Content-Length claims.
 func Read(r *http.Request, max int64, tooLarge *Error) (*bytes.Buffer, *Error) {
-	gz, rerr := gzipped(r.Header)
+	cd, rerr := contentCoding(r.Header)
 	if rerr != nil {
 		return nil, rerr
 	}
@@ -142,11 +143,15 @@ func Read(r *http.Request, max int64, tooLarge *Error) (*bytes.Buffer, *Error) {
 	buf := buffers.Get().(*bytes.Buffer)
 	raw := &limitedReader{r: r.Body, left: max}
 	var err error
-	if gz {
+	switch cd {
+	case gzipCoding:
 		err = gunzip(buf, raw, max+1, keep)
-	} else {
+	case zstdCoding:
+		err = unzstd(r.Context(), buf, raw, max+1, keep)
+	default:
 		_, err = buf.ReadFrom(keep(raw))
 	}
+	var waited *decoderWait
 	switch {
 	case errors.Is(raw.err, errTooLarge), int64(buf.Len()) > max:
 		rerr = tooLarge
@@ -157,8 +162,10 @@ func Read(r *http.Request, max int64, tooLarge *Error) (*bytes.Buffer, *Error) {
 		rerr = &Error{Status: http.StatusRequestTimeout, Kind: "body_timeout", Msg: "reading the body: " + raw.err.Error()}
 	case raw.err != nil:
 		rerr = &Error{Status: http.StatusBadRequest, Kind: "bad_body", Msg: "reading the body: " + raw.err.Error()}
+	case errors.As(err, &waited):
+		rerr = &Error{Status: http.StatusServiceUnavailable, Kind: "unavailable", RetryAfter: 1, Msg: waited.Error()}
 	case err != nil:
-		rerr = &Error{Status: http.StatusBadRequest, Kind: "bad_gzip", Msg: "decompressing the body: " + err.Error()}
+		rerr = &Error{Status: http.StatusBadRequest, Kind: "bad_" + cd.String(), Msg: "decompressing the body: " + err.Error()}
 	}
 	if rerr != nil {
 		Release(buf)
@@ -187,23 +194,51 @@ func gunzip(dst *bytes.Buffer, src io.Reader, limit int64, keep func(io.Reader) 
 	return err
 }
 
-// gzipped reports whether the body is gzip-compressed. Only a single gzip coding (or none)
-// is accepted: stacked codings are not something OTLP, NDJSON or hyp senders use.
-func gzipped(h http.Header) (bool, *Error) {
+// coding is a body's Content-Encoding.
+type coding int
+
+const (
+	identity coding = iota
+	gzipCoding
+	zstdCoding
+)
+
+func (c coding) String() string {
+	switch c {
+	case gzipCoding:
+		return "gzip"
+	case zstdCoding:
+		return "zstd"
+	}
+	return "identity"
+}
+
+// contentCoding reads Content-Encoding. Only a single coding (or none) is accepted: stacked
+// codings are not something OTLP, NDJSON or hyp senders use.
+func contentCoding(h http.Header) (coding, *Error) {
 	values := h.Values("Content-Encoding")
 	if len(values) == 0 {
-		return false, nil
+		return identity, nil
 	}
 	if len(values) == 1 {
 		switch v := strings.TrimSpace(values[0]); {
 		case v == "", strings.EqualFold(v, "identity"):
-			return false, nil
+			return identity, nil
 		case strings.EqualFold(v, "gzip"), strings.EqualFold(v, "x-gzip"):
-			return true, nil
+			return gzipCoding, nil
+		case strings.EqualFold(v, "zstd"):
+			return zstdCoding, nil
 		}
 	}
-	return false, &Error{
+	return identity, &Error{
 		Status: http.StatusUnsupportedMediaType, Kind: "unsupported_encoding",
-		Msg: "Content-Encoding " + strings.Join(values, ", ") + " is not supported; use gzip or none",
+		Msg: "Content-Encoding " + strings.Join(values, ", ") + " is not supported; use gzip, zstd or none",
 	}
 }
+
+// decoderWait is a request that gave up waiting for a decoder (the client went away or its
+// deadline passed): nothing is wrong with its body.
+type decoderWait struct{ err error }
+
+func (e *decoderWait) Error() string { return "waiting for a zstd decoder: " + e.err.Error() }
+func (e *decoderWait) Unwrap() error { return e.err }

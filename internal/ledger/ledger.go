@@ -9,7 +9,11 @@
 // already reflects, from which crash recovery resumes.
 //
 // It never decides what a request's intervals are and never touches the cache: it only
-// answers and records what it is told, each Record in one fsync'd transaction.
+// answers and records what it is told. Each Record is durable when it returns nil, and
+// concurrent Records share fsyncs: they queue, and one goroutine commits whatever has queued
+// in one transaction (group commit), applying them in the order they arrived, so a key's
+// Records land in the order they were made. A Record whose update fails takes down no
+// other Record of its batch: the batch is then retried one Record at a time.
 package ledger
 
 import (
@@ -18,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -53,6 +58,24 @@ const lockTimeout = time.Second
 // Ledger is safe for concurrent use.
 type Ledger struct {
 	db *bolt.DB
+
+	mu     sync.Mutex
+	queue  []*record // Records waiting for the committer, in arrival order
+	closed bool
+	kick   chan struct{} // one slot: the queue is not empty
+	stop   chan struct{} // closed by Close; the committer drains the queue and exits
+	exited chan struct{}
+	once   sync.Once
+	// beforeCommit, when set (tests), runs before each batch is committed, with its size.
+	beforeCommit func(n int)
+}
+
+// record is one queued Record call.
+type record struct {
+	name       []byte // encoded key
+	ivs        []Interval
+	checkpoint int64
+	done       chan error // the Record's own outcome, sent once
 }
 
 // Open opens (creating if needed) the ledger file at path.
@@ -87,11 +110,21 @@ func Open(path string) (*Ledger, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", path, err)
 	}
-	return &Ledger{db: db}, nil
+	l := &Ledger{db: db, kick: make(chan struct{}, 1), stop: make(chan struct{}), exited: make(chan struct{})}
+	go l.commitLoop()
+	return l, nil
 }
 
-// Close releases the file.
+// Close waits for the Records already made to commit, refuses later ones, and releases the
+// file.
 func (l *Ledger) Close() error {
+	l.once.Do(func() {
+		l.mu.Lock()
+		l.closed = true
+		l.mu.Unlock()
+		close(l.stop)
+	})
+	<-l.exited
 	if err := l.db.Close(); err != nil {
 		return fmt.Errorf("close ledger: %w", err)
 	}
@@ -179,38 +212,101 @@ func (l *Ledger) Held(k Key, seqs []int64) ([]bool, error) {
 }
 
 // Record adds ivs to k's set and raises k's checkpoint to checkpoint, in one fsync'd
-// transaction: either both are durable or neither is. The checkpoint never moves down, so a
-// caller with nothing new to reflect passes 0. ivs may be in any order and may overlap.
+// transaction: either both are durable or neither is, and they are when Record returns nil.
+// The checkpoint never moves down, so a caller with nothing new to reflect passes 0. ivs may
+// be in any order and may overlap. Concurrent Records share one transaction (see the
+// package doc).
 func (l *Ledger) Record(k Key, ivs []Interval, checkpoint int64) error {
 	norm, err := normalize(ivs)
 	if err != nil {
 		return fmt.Errorf("ledger record %v: %w", k, err)
 	}
-	name := encodeKey(k)
-	err = l.db.Update(func(tx *bolt.Tx) error {
-		if len(norm) > 0 {
-			b, err := tx.Bucket(intervalsBucket).CreateBucketIfNotExists(name)
-			if err != nil {
+	r := &record{name: encodeKey(k), ivs: norm, checkpoint: checkpoint, done: make(chan error, 1)}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return fmt.Errorf("ledger record %v: the ledger is closed", k)
+	}
+	l.queue = append(l.queue, r)
+	l.mu.Unlock()
+	select {
+	case l.kick <- struct{}{}:
+	default: // a kick is already pending; the committer will find r
+	}
+	if err := <-r.done; err != nil {
+		return fmt.Errorf("ledger record %v: %w", k, err)
+	}
+	return nil
+}
+
+// commitLoop is the one goroutine that writes Records. It commits whatever has queued; the
+// Records that arrive while a batch's fsync runs form the next batch, so the batch grows
+// with the load and a lone Record waits for nothing but its own fsync.
+func (l *Ledger) commitLoop() {
+	defer close(l.exited)
+	for {
+		select {
+		case <-l.kick:
+		case <-l.stop:
+			// Close refuses new Records before stop, so this drains everything made.
+			l.commitQueued()
+			return
+		}
+		l.commitQueued()
+	}
+}
+
+func (l *Ledger) commitQueued() {
+	l.mu.Lock()
+	batch := l.queue
+	l.queue = nil
+	l.mu.Unlock()
+	if len(batch) == 0 {
+		return
+	}
+	if l.beforeCommit != nil {
+		l.beforeCommit(len(batch))
+	}
+	err := l.db.Update(func(tx *bolt.Tx) error {
+		for _, r := range batch {
+			if err := r.apply(tx); err != nil {
 				return err
 			}
-			for _, iv := range norm {
-				if err := insert(b, iv); err != nil {
-					return err
-				}
-			}
-		}
-		cb := tx.Bucket(checkpointsBucket)
-		old, err := checkpointIn(cb, name)
-		if err != nil {
-			return err
-		}
-		if checkpoint > old {
-			return cb.Put(name, seqKey(checkpoint))
 		}
 		return nil
 	})
+	if err == nil || len(batch) == 1 {
+		for _, r := range batch {
+			r.done <- err
+		}
+		return
+	}
+	// Nothing of the batch was stored: give each Record its own outcome, in order.
+	for _, r := range batch {
+		r.done <- l.db.Update(r.apply)
+	}
+}
+
+// apply writes r into tx.
+func (r *record) apply(tx *bolt.Tx) error {
+	if len(r.ivs) > 0 {
+		b, err := tx.Bucket(intervalsBucket).CreateBucketIfNotExists(r.name)
+		if err != nil {
+			return err
+		}
+		for _, iv := range r.ivs {
+			if err := insert(b, iv); err != nil {
+				return err
+			}
+		}
+	}
+	cb := tx.Bucket(checkpointsBucket)
+	old, err := checkpointIn(cb, r.name)
 	if err != nil {
-		return fmt.Errorf("ledger record %v: %w", k, err)
+		return err
+	}
+	if r.checkpoint > old {
+		return cb.Put(r.name, seqKey(r.checkpoint))
 	}
 	return nil
 }

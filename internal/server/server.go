@@ -32,6 +32,14 @@
 // reads only the rows above each checkpoint and records their origin seqs. The handler
 // applies the same repair to one key, before serving it again, after a store or ledger
 // failure left that key's state in doubt.
+//
+// # Concurrency
+//
+// Requests are serialised per ledger key only (keyLocks), never server-wide, so chunks of
+// different partitions (a forward sink ships several at once) reach the cache and the
+// ledger together: the cache's log and the ledger each commit concurrent writes with one
+// fsync, and every request is still answered only after its own rows and ledger record
+// are durable.
 package server
 
 import (

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/klauspost/compress/zstd"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hyp-project/hyp/internal/cache"
@@ -360,6 +361,7 @@ func TestRejectsAndStoresNothing(t *testing.T) {
 		{"escaped reserved key", `{"_hyp_ingest_seq":1,"\u005fhyp_x":1}`, nil, 400, "reserved_field", 1},
 		{"empty key", `{"_hyp_ingest_seq":1,"":1}`, nil, 400, "bad_field", 1},
 		{"bad gzip", "not gzip", []func(*http.Request){gz}, 400, "bad_gzip", 0},
+		{"bad zstd", "not zstd", []func(*http.Request){set("Content-Encoding", "zstd")}, 400, "bad_zstd", 0},
 		{"unsupported encoding", "", []func(*http.Request){set("Content-Encoding", "br")}, 415, "unsupported_encoding", 0},
 		{"wrong method", "", []func(*http.Request){func(r *http.Request) { r.Method = http.MethodGet }}, 405, "method_not_allowed", 0},
 		{"unknown path", "", []func(*http.Request){func(r *http.Request) { r.URL.Path = "/v1/ingest/logs/x" }}, 404, "not_found", 0},
@@ -416,6 +418,30 @@ func TestGzip(t *testing.T) {
 	}
 	if got := originSeqs(t, e.cache); !slices.Equal(got, seqRange(1, 50)) {
 		t.Fatalf("stored %v", got)
+	}
+}
+
+// TestZstd: a zstd body is stored like a plain one, and one that inflates past the body
+// limit is refused as too large, the same limit as sent and after decompression.
+func TestZstd(t *testing.T) {
+	enc, err := zstd.NewWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+	body := rows(seqRange(1, 50)...)
+	zr := func(r *http.Request) { r.Header.Set("Content-Encoding", "zstd") }
+	e := newEnv(t, func(o *Options) { o.MaxBodyBytes = int64(len(body)) })
+	rp := e.do(request(1, 50, enc.EncodeAll(body, nil), zr))
+	if rp.code != http.StatusOK || rp.Accepted != 50 {
+		t.Fatalf("got %+v", rp)
+	}
+	if got := originSeqs(t, e.cache); !slices.Equal(got, seqRange(1, 50)) {
+		t.Fatalf("stored %v", got)
+	}
+	bomb := append(bytes.Repeat([]byte("\n"), 1000*len(body)), rows(51)...)
+	if rp := e.do(request(51, 51, enc.EncodeAll(bomb, nil), zr)); rp.code != http.StatusRequestEntityTooLarge || rp.Error != "too_large" {
+		t.Fatalf("a body inflating past the limit got %d %s, want 413 too_large", rp.code, rp.Error)
 	}
 }
 

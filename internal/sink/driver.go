@@ -7,6 +7,16 @@
 // same unit (same rows, same batch id, same object key, which the destination recognises)
 // or finds it done. Ticks of one instance never overlap.
 //
+// Within a tick, a destination that takes concurrent requests (a forward sink) exports up
+// to limits.inFlight partitions at once, each by one goroutine running the partition's unit
+// loop (exportPartition). What runs concurrently is therefore only the unit loops of
+// different partitions: one partition is still exported by one goroutine at a time, one
+// unit after the other in seq order, each intent written before its unit ships, so no unit
+// is ever in flight twice (to one destination or to two). What those loops share is safe
+// for it: the watermark store serialises each key's read-compare-write, the cache's scans
+// and the shipper take concurrent callers, the metrics are atomic, and each loop's result
+// is its own until the tick sums them in partition order.
+//
 // The package never writes to the cache; retention asks it for floors instead.
 package sink
 
@@ -17,6 +27,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -266,28 +277,29 @@ func (x *instance) tick(ctx context.Context) RunResult {
 	if x.lake != nil {
 		return x.lakeTick(ctx, res)
 	}
-	failed, worked := 0, 0
+	var parts []partHead
 	for _, ps := range x.cache.Status() {
-		if !x.covers(ps.Dataset) {
-			continue
+		if x.covers(ps.Dataset) {
+			parts = append(parts, partHead{Part{Dataset: ps.Dataset, Partition: ps.Partition}, ps.HeadSeq})
 		}
-		r := x.exportPartition(ctx, Part{Dataset: ps.Dataset, Partition: ps.Partition}, ps.HeadSeq)
+	}
+	failed, worked := 0, 0
+	for i, r := range x.exportAll(ctx, parts) {
+		if r == nil {
+			continue // not reached: the tick stopped first
+		}
+		p := parts[i]
 		res.Rows += r.rows
 		res.Bytes += r.bytes
 		res.Units += r.units
 		for _, q := range r.quarantined {
-			res.Errors = append(res.Errors, fmt.Sprintf("%s %s: %s", ps.Dataset, ps.Partition, q))
+			res.Errors = append(res.Errors, fmt.Sprintf("%s %s: %s", p.Dataset, p.Partition, q))
 		}
 		if r.err != nil {
 			failed++
-			res.Errors = append(res.Errors, fmt.Sprintf("%s %s: %v", ps.Dataset, ps.Partition, r.err))
+			res.Errors = append(res.Errors, fmt.Sprintf("%s %s: %v", p.Dataset, p.Partition, r.err))
 		} else {
 			worked++
-		}
-		var de *errDestination
-		if errors.As(r.err, &de) || ctx.Err() != nil {
-			// The destination is down (or we are stopping): the next tick starts over.
-			break
 		}
 	}
 	switch {
@@ -297,6 +309,64 @@ func (x *instance) tick(ctx context.Context) RunResult {
 		res.Status = "partial"
 	}
 	return res
+}
+
+// partHead is a partition to export in a tick, up to the head it had when the tick began.
+type partHead struct {
+	Part
+	head int64
+}
+
+// exportAll runs exportPartition over parts, up to x.lim.inFlight partitions at once, taking
+// them in order, and returns each one's result: nil for a partition the tick never reached
+// because the destination turned out to be down (the rest of the tick would only wait on it
+// again) or ctx ended. A panic in one partition's loop (a test's crash hook) cancels the
+// others and is re-raised here, as a crash would stop them all.
+func (x *instance) exportAll(ctx context.Context, parts []partHead) []*partResult {
+	out := make([]*partResult, len(parts))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var next atomic.Int64
+	var stop atomic.Bool
+	work := func() {
+		for !stop.Load() {
+			i := int(next.Add(1)) - 1
+			if i >= len(parts) {
+				return
+			}
+			r := x.exportPartition(ctx, parts[i].Part, parts[i].head)
+			out[i] = &r
+			var de *errDestination
+			if errors.As(r.err, &de) || ctx.Err() != nil {
+				stop.Store(true)
+			}
+		}
+	}
+	n := min(max(x.lim.inFlight, 1), len(parts))
+	if n <= 1 {
+		work()
+		return out
+	}
+	var wg sync.WaitGroup
+	var once sync.Once
+	var crash any
+	for range n {
+		wg.Go(func() {
+			defer func() {
+				if v := recover(); v != nil {
+					once.Do(func() { crash = v })
+					stop.Store(true)
+					cancel()
+				}
+			}()
+			work()
+		})
+	}
+	wg.Wait()
+	if crash != nil {
+		panic(crash)
+	}
+	return out
 }
 
 func (x *instance) covers(dataset string) bool {

@@ -23,11 +23,15 @@ type Cache interface {
 	Positions(dataset, partition string) (*cache.Positions, error)
 }
 
-// limits bound one export unit. Bytes are estimated from the Arrow buffers, which track
-// the encoded size closely enough to keep a unit near its budget.
+// limits bound one export unit, and how many partitions' units may be in flight at once.
+// Bytes are estimated from the Arrow buffers, which track the encoded size closely enough to
+// keep a unit near its budget.
 type limits struct {
 	rows  int64
 	bytes int64
+	// inFlight is how many partitions a tick exports at once (0 or 1: one after the other);
+	// one partition never has more than one unit in flight.
+	inFlight int
 }
 
 // unitRows is an export unit's rows, read from the cache and retained until shipped.

@@ -99,11 +99,6 @@ func (x *instance) lakeTick(ctx context.Context, res RunResult) RunResult {
 	return res
 }
 
-type partHead struct {
-	p    Part
-	head int64
-}
-
 // tableUnit is one partition's unit in a table commit.
 type tableUnit struct {
 	k    watermark.Key
@@ -211,7 +206,7 @@ func (x *instance) resolveIntents(ctx context.Context, l *lake.Lake, dataset str
 	groups := map[string][]tableUnit{}
 	var ids []string
 	for _, ph := range parts {
-		k := watermark.Key{Instance: x.name, Dataset: ph.p.Dataset, Partition: ph.p.Partition}
+		k := watermark.Key{Instance: x.name, Dataset: ph.Part.Dataset, Partition: ph.Part.Partition}
 		st, err := x.store.Get(k)
 		if err != nil {
 			return err
@@ -233,7 +228,7 @@ func (x *instance) resolveIntents(ctx context.Context, l *lake.Lake, dataset str
 		if groups[id] == nil {
 			ids = append(ids, id)
 		}
-		groups[id] = append(groups[id], tableUnit{k: k, p: ph.p, gen: st.Generation, u: *st.Intent})
+		groups[id] = append(groups[id], tableUnit{k: k, p: ph.Part, gen: st.Generation, u: *st.Intent})
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
@@ -278,7 +273,7 @@ func (x *instance) resolveIntents(ctx context.Context, l *lake.Lake, dataset str
 func (x *instance) nextUnits(ctx context.Context, parts []partHead) ([]tableUnit, error) {
 	var out []tableUnit
 	for _, ph := range parts {
-		k := watermark.Key{Instance: x.name, Dataset: ph.p.Dataset, Partition: ph.p.Partition}
+		k := watermark.Key{Instance: x.name, Dataset: ph.Part.Dataset, Partition: ph.Part.Partition}
 		for {
 			st, err := x.store.Get(k)
 			if err != nil {
@@ -290,7 +285,7 @@ func (x *instance) nextUnits(ctx context.Context, parts []partHead) ([]tableUnit
 			}
 			var next func(*watermark.State) error
 			if st.Seq > ph.head {
-				to, ok, err := x.clampAbove(ctx, k, ph.p, st.Seq)
+				to, ok, err := x.clampAbove(ctx, k, ph.Part, st.Seq)
 				if err != nil {
 					release(out)
 					return nil, err
@@ -298,10 +293,10 @@ func (x *instance) nextUnits(ctx context.Context, parts []partHead) ([]tableUnit
 				if !ok {
 					break
 				}
-				x.log.Warn("watermark is above the partition's head; clamped to the last row ingested before it was written", "dataset", ph.p.Dataset, "partition", ph.p.Partition, "watermark_seq", st.Seq, "clamped_to", to)
+				x.log.Warn("watermark is above the partition's head; clamped to the last row ingested before it was written", "dataset", ph.Part.Dataset, "partition", ph.Part.Partition, "watermark_seq", st.Seq, "clamped_to", to)
 				next = func(s *watermark.State) error { s.Seq = to; return nil }
 			} else {
-				rows, err := x.read(ctx, ph.p, st.Seq, ph.head, x.lim)
+				rows, err := x.read(ctx, ph.Part, st.Seq, ph.head, x.lim)
 				if err != nil {
 					release(out)
 					return nil, err
@@ -309,14 +304,14 @@ func (x *instance) nextUnits(ctx context.Context, parts []partHead) ([]tableUnit
 				switch {
 				case rows.rows == 0:
 					next = func(s *watermark.State) error { s.Seq = ph.head; return nil }
-				case x.withheld(ph.p):
+				case x.withheld(ph.Part):
 					rows.release()
 					n := rows.rows
 					next = func(s *watermark.State) error { s.Seq, s.WithheldRows = rows.last, s.WithheldRows+n; return nil }
-					x.metrics.withheld.WithLabelValues(x.name, ph.p.Dataset).Add(float64(n))
+					x.metrics.withheld.WithLabelValues(x.name, ph.Part.Dataset).Add(float64(n))
 				default:
-					u := watermark.Unit{From: st.Seq, First: rows.first, Last: rows.last, Rows: rows.rows, ID: x.unitID(ph.p, rows.first, rows.last)}
-					out = append(out, tableUnit{k: k, p: ph.p, gen: st.Generation, u: u, rows: rows})
+					u := watermark.Unit{From: st.Seq, First: rows.first, Last: rows.last, Rows: rows.rows, ID: x.unitID(ph.Part, rows.first, rows.last)}
+					out = append(out, tableUnit{k: k, p: ph.Part, gen: st.Generation, u: u, rows: rows})
 				}
 			}
 			if next == nil {

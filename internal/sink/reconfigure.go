@@ -21,8 +21,8 @@ type liveSettings struct {
 // Reconfigure applies new sink settings to the running driver (`hyp daemon` on SIGHUP).
 // An instance's schedule, datasets and withhold_sources change at once: the next export
 // unit of a running tick already follows them. Adding or removing a sink, or changing its
-// type, format, destination, url or token_file, needs a restart: such a change is returned,
-// and an instance it concerns keeps every setting it has until then.
+// type, format, destination, url, token_file or compression, needs a restart: such a change
+// is returned, and an instance it concerns keeps every setting it has until then.
 func (d *Driver) Reconfigure(sinks map[string]config.Sink) (applied, needRestart []string) {
 	for _, x := range d.insts {
 		next, ok := sinks[x.name]

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hyp-project/hyp/internal/blob"
+	"github.com/hyp-project/hyp/internal/config"
 	"github.com/hyp-project/hyp/internal/forward"
 	"github.com/hyp-project/hyp/internal/watermark"
 )
@@ -17,8 +18,14 @@ import (
 // Unit budgets. A forward unit is one request, kept well under a server's default 16 MiB
 // body limit; a blob unit is one file, large enough that object stores are not flooded
 // with small files and small enough to hold in memory while it is encoded.
+//
+// A forward sink keeps a few partitions' units in flight: one request at a time leaves
+// both ends idle while the other works (encoding and compressing here, parsing and fsyncs
+// there, which the server groups across concurrent requests). A few suffice to overlap
+// them, and each holds a unit in memory. Blob units are large enough to keep a destination
+// busy one at a time.
 var (
-	forwardLimits = limits{rows: 10_000, bytes: 4 << 20}
+	forwardLimits = limits{rows: 10_000, bytes: 4 << 20, inFlight: 4}
 	blobLimits    = limits{rows: 250_000, bytes: 256 << 20}
 )
 
@@ -41,8 +48,16 @@ func newShipper(ctx context.Context, x *instance, unitRows int64) (shipper, limi
 		if token == "" {
 			return nil, limits{}, fmt.Errorf("token_file %s is empty", x.cfg.TokenFile)
 		}
+		name := x.cfg.Compression
+		if name == "" {
+			name = config.DefaultCompression
+		}
+		comp, err := forward.ParseCompression(name)
+		if err != nil {
+			return nil, limits{}, err
+		}
 		c, err := forward.New(forward.Options{
-			URL: x.cfg.URL, Token: token, Gateway: x.gateway, Logger: x.log,
+			URL: x.cfg.URL, Token: token, Gateway: x.gateway, Logger: x.log, Compression: comp,
 			// A central that holds a request longer than this is treated as stalled; one
 			// unit's retries end within forwardMaxWait, so a tick never hangs on a dead
 			// central and the unit is retried on the next tick.
@@ -98,11 +113,11 @@ func (f *forwardShipper) ship(ctx context.Context, p Part, u watermark.Unit, row
 	// damaged file since it was decided, and a `hyp server` refuses a range its first and
 	// last rows do not bound. The server's ledger dedupes the rows themselves, so a unit
 	// re-sent with a narrower span is still recognised row by row.
-	_, err = f.client.Send(ctx, forward.Chunk{Dataset: p.Dataset, Partition: p.Partition, FirstSeq: rows.first, LastSeq: rows.last, Rows: int(rows.rows), Body: body})
+	rc, err := f.client.Send(ctx, forward.Chunk{Dataset: p.Dataset, Partition: p.Partition, FirstSeq: rows.first, LastSeq: rows.last, Rows: int(rows.rows), Body: body})
 	var poison *forward.PoisonError
 	switch {
 	case err == nil:
-		return int64(len(body)), nil
+		return rc.WireBytes, nil
 	case errors.As(err, &poison):
 		return 0, &errPoison{status: poison.Status, err: err}
 	case errors.Is(err, forward.ErrTooLarge):
