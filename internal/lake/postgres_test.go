@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
-
 )
 
 // startPostgres runs a throwaway PostgreSQL cluster on 127.0.0.1 for the test and returns
