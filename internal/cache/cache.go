@@ -343,6 +343,13 @@ func (c *Cache) Close(ctx context.Context) error {
 // Dir is the cache directory.
 func (c *Cache) Dir() string { return c.dir }
 
+// NextSeq is the seq the next ingested row will get: it moves exactly when rows arrive.
+func (c *Cache) NextSeq() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nextSeq
+}
+
 // WALSize is the size of the active log segment, for flush triggers.
 func (c *Cache) WALSize() int64 { return c.wal.Size() }
 

@@ -35,6 +35,9 @@ import (
 // bounds both replay time and flush memory under heavy ingest.
 const walFlushBytes = 64 << 20
 
+// idleMemoryEvery is how often the daemon checks whether ingest went quiet (memory loop).
+const idleMemoryEvery = 10 * time.Second
+
 // retentionInterval is how often retention runs in the daemon.
 const retentionInterval = 5 * time.Minute
 
@@ -225,6 +228,20 @@ func serve(ctx context.Context, dir string, cfg *config.Config, listen string, l
 	loop("retention", retentionInterval, time.Second, nil, func(ctx context.Context) error {
 		_, err := n.Prune(ctx, false)
 		return err
+	})
+	// Once ingest has gone quiet, the heap a burst grew goes back to the OS at once: the
+	// runtime returns it only slowly by itself, and a daemon that runs beside the workloads
+	// it watches should idle small.
+	var lastSeq int64
+	busy := false
+	loop("memory", idleMemoryEvery, time.Second, nil, func(context.Context) error {
+		if s := n.Cache.NextSeq(); s != lastSeq {
+			lastSeq, busy = s, true
+		} else if busy {
+			busy = false
+			debug.FreeOSMemory()
+		}
+		return nil
 	})
 	wg.Add(1)
 	go func() {
