@@ -103,6 +103,9 @@ type Cache struct {
 	// built, when set, runs after compaction built a new generation and before it takes the
 	// partition lock to swap it in (tests hold compaction there).
 	built func()
+	// planned, when set, runs after a prune wrote its delete and before it retakes the
+	// partition lock to commit it (tests hold the prune there).
+	planned func()
 
 	mu       sync.Mutex // orders seq allocation with log appends
 	nextSeq  int64

@@ -482,3 +482,70 @@ func TestFlushesGoOnWhileCompactionBuilds(t *testing.T) {
 		t.Errorf("%d rows carry the column added during compaction, want 10", late)
 	}
 }
+
+// TestFlushesGoOnWhilePruneWrites holds a prune after it wrote its delete (the boundary
+// file rewritten) and before it commits: a flush into the same partition and one into
+// another complete meanwhile, and the prune, finding its table moved on, deletes exactly the
+// old rows from the new table, keeping what the flush appended and the max seq it set.
+func TestFlushesGoOnWhilePruneWrites(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 1, 10, 0, 0, 0, 0, time.UTC)
+	clock := now.Add(-5 * 24 * time.Hour)
+	c, err := Open(ctx, t.TempDir(), Options{Now: func() time.Time { return clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	ingestN(t, c, "a", 0, 10) // 5 days old, pruned
+	old := ingestN(t, c, "a", 10, 10)
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clock = now
+	ingestN(t, c, "a", 20, 10) // fresh; in the same file as nothing old, kept
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reached, release := make(chan struct{}), make(chan struct{})
+	c.planned = func() { close(reached); <-release }
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Prune(ctx, PrunePolicy{Retention: func(string) time.Duration { return 24 * time.Hour }})
+		done <- err
+	}()
+	<-reached
+	flushed := make(chan error, 1)
+	go func() {
+		ingestN(t, c, "a", 30, 10)
+		ingestN(t, c, "b", 0, 10)
+		flushed <- c.Flush(ctx)
+	}()
+	select {
+	case err := <-flushed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a flush waited for a prune writing its delete")
+	}
+	c.planned = nil
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	assertIDs(t, c, "a", 20)
+	if _, ids, _ := collect(t, c, "logs", "source=a", 0, 1<<62); ids[0] != 20 || ids[19] != 39 {
+		t.Errorf("ids %v, want 20..39", ids)
+	}
+	assertIDs(t, c, "b", 10)
+	ps, err := c.Positions("logs", "source=a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps.PrunedThrough != old.LastSeq {
+		t.Errorf("pruned through %d, want %d", ps.PrunedThrough, old.LastSeq)
+	}
+	if head := c.tables.lookup("logs", "source=a").HeadSeq(); head <= old.LastSeq+10 {
+		t.Errorf("head %d: the append's max seq was lost", head)
+	}
+}

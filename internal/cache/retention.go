@@ -101,6 +101,9 @@ func (c *Cache) Prune(ctx context.Context, pol PrunePolicy) ([]PruneResult, erro
 func (c *Cache) prunePartition(ctx context.Context, p *Partition, pol PrunePolicy, now time.Time) (PruneResult, error) {
 	p.rewrite.Lock()
 	defer p.rewrite.Unlock()
+	// The partition lock is held to plan, and dropped only while the delete is written
+	// (deleteOutsideLock); the rewrite lock keeps compaction and repair out throughout, so
+	// p.gen stays g and only appends can land meanwhile.
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	res := PruneResult{Dataset: p.Dataset, Partition: p.Name()}
@@ -188,7 +191,7 @@ func (c *Cache) prunePartition(ctx context.Context, p *Partition, pol PrunePolic
 			return PruneResult{Dataset: p.Dataset, Partition: p.Name()}, fmt.Errorf("prune %s/%s: record losses before deleting: %w", p.Dataset, p.Name(), err)
 		}
 	}
-	if err := g.deleteThrough(ctx, cut, last.IngestedAt); err != nil {
+	if err := c.deleteOutsideLock(ctx, p, g, cut, last.IngestedAt); err != nil {
 		// Whether the delete committed is unknown: the pending losses stay for the next
 		// prune, or the next start, to settle against the table.
 		return res, err
@@ -197,6 +200,33 @@ func (c *Cache) prunePartition(ctx context.Context, p *Partition, pol PrunePolic
 		return res, pol.Settle(p.Dataset, p.Name(), p.gen.prunedThrough)
 	}
 	return res, nil
+}
+
+// deleteOutsideLock deletes the rows of g (p's generation) with seq <= cut. The caller holds
+// p.mu and p.rewrite and still holds both when it returns. The delete's files are written
+// with p.mu released, so flushes of p and every other partition go on meanwhile; p.mu is
+// retaken to commit, and when an append landed in between (the table moved on) the delete is
+// planned again from the new table under the lock.
+func (c *Cache) deleteOutsideLock(ctx context.Context, p *Partition, g *generation, cut, cutAt int64) error {
+	base := g.tbl
+	p.mu.Unlock()
+	tx, err := g.planDelete(ctx, base, cut)
+	if c.planned != nil {
+		c.planned()
+	}
+	p.mu.Lock()
+	if err != nil {
+		return err
+	}
+	if g.tbl != base {
+		// The first plan's files stay unreferenced in the generation's directory until
+		// compaction retires it; their rows overlap the table's, so the open-time recovery
+		// of unreferenced files never adds them back.
+		if tx, err = g.planDelete(ctx, g.tbl, cut); err != nil {
+			return err
+		}
+	}
+	return g.commitDelete(ctx, tx, cut, cutAt)
 }
 
 // loss is what deleting every row up to cut, the last of which is last, takes from c.

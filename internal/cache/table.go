@@ -501,16 +501,33 @@ func (g *generation) dropOldSchemas(ctx context.Context) error {
 // rewritten (copy-on-write), so the table never holds delete files.
 // The cut and its row's ingest time become the generation's pruned mark in the same commit.
 func (g *generation) deleteThrough(ctx context.Context, cut, cutAt int64) error {
-	tx := g.tbl.NewTransaction()
+	tx, err := g.planDelete(ctx, g.tbl, cut)
+	if err != nil {
+		return err
+	}
+	return g.commitDelete(ctx, tx, cut, cutAt)
+}
+
+// planDelete writes, from the table as base was, what deleting every row with seq <= cut
+// takes (the rewritten boundary file, manifests), without committing: it reads and writes
+// files only, so it can run outside the partition lock.
+func (g *generation) planDelete(ctx context.Context, base *table.Table, cut int64) (*table.Transaction, error) {
+	tx := base.NewTransaction()
+	if err := tx.Delete(ctx, iceberg.LessThanEqual(iceberg.Reference(SeqColumn), cut), nil); err != nil {
+		return nil, fmt.Errorf("table %v: delete seq <= %d: %w", g.ident, cut, err)
+	}
+	return tx, nil
+}
+
+// commitDelete commits a planned delete with the pruned mark it sets; the marks are taken
+// now, under the partition lock, so an append's max seq is never written back.
+func (g *generation) commitDelete(ctx context.Context, tx *table.Transaction, cut, cutAt int64) error {
 	m := g.marks
 	if cut > m.prunedThrough {
 		m.prunedThrough, m.prunedAt = cut, max(m.prunedAt, cutAt)
 	}
 	if err := tx.SetProperties(m.props()); err != nil {
 		return fmt.Errorf("table %v: %w", g.ident, err)
-	}
-	if err := tx.Delete(ctx, iceberg.LessThanEqual(iceberg.Reference(SeqColumn), cut), nil); err != nil {
-		return fmt.Errorf("table %v: delete seq <= %d: %w", g.ident, cut, err)
 	}
 	if err := g.commit(ctx, tx); err != nil {
 		return fmt.Errorf("table %v: commit delete: %w", g.ident, err)
