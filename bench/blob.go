@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"time"
+
+	"github.com/hyp-project/hyp/internal/config"
+	"github.com/hyp-project/hyp/internal/sink"
+)
+
+// blobBench exports n rows from an in-process cache to a local directory as Parquet, end to
+// end (cache scan, encode, fsync, rename), and prints rows/s and the peak Go heap. With
+// cpuProfile set it writes a CPU profile of the export alone (not of filling the cache).
+func blobBench(n int, cpuProfile string) error {
+	ctx := context.Background()
+	c, dir, done, err := tempCache(ctx, "hyp-blobbench-")
+	if err != nil {
+		return err
+	}
+	defer done()
+	start := time.Now()
+	if err := fill(ctx, c, "bench", n, 100_000); err != nil {
+		return err
+	}
+	if _, err := c.Compact(ctx, true, nil); err != nil {
+		return err
+	}
+	st := c.Status()[0]
+	fmt.Printf("blob: %d rows of %d bytes in one partition (%d files) built in %s\n", st.Rows, len(body(0, 1)), st.Files, time.Since(start).Round(time.Second))
+	sinks := map[string]config.Sink{
+		"local-parquet": {Type: "blob", Format: "parquet", Schedule: "@every 1h", Destination: config.Destination{Type: "local-fs", Path: filepath.Join(dir, "exports")}},
+	}
+	d, err := sink.New(ctx, sink.Options{Home: dir, Sinks: sinks, Cache: c})
+	if err != nil {
+		return err
+	}
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	runtime.GC()
+	peak := make(chan uint64)
+	stop := make(chan struct{})
+	go func() { peak <- peakHeap(stop) }()
+	start = time.Now()
+	res, err := d.RunNow(ctx, "local-parquet")
+	el := time.Since(start)
+	close(stop)
+	hp := <-peak
+	if err != nil {
+		return err
+	}
+	r := res[0]
+	fmt.Printf("blob local-parquet: %d rows in %d units, %.1f MB, %s: %.0f rows/s, peak heap %.0f MiB %v\n", r.Rows, r.Units, float64(r.Bytes)/1e6, el.Round(time.Millisecond), float64(r.Rows)/el.Seconds(), float64(hp)/(1<<20), r.Errors)
+	return nil
+}
+
+// peakHeap samples the live heap every 10ms until stop closes and returns the largest.
+func peakHeap(stop <-chan struct{}) uint64 {
+	var top uint64
+	var ms runtime.MemStats
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		runtime.ReadMemStats(&ms)
+		top = max(top, ms.HeapAlloc)
+		select {
+		case <-stop:
+			return top
+		case <-t.C:
+		}
+	}
+}
