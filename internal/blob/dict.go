@@ -11,44 +11,60 @@ import (
 const dictSample = 4096
 
 // mostlyDistinct says whether a column's values look unique enough that a Parquet dictionary
-// would not pay off: a sample spread over the record is nearly all distinct. The writer
-// builds a dictionary for such a column until it overflows, hashing every value, and the
-// file ends up no smaller; plain values compress about as well. A wrong guess costs size or
-// time, never correctness, so columns of other types keep the writer's default.
+// would not pay off: nearly all of a sample of them are distinct. The writer builds a
+// dictionary for such a column until it overflows, hashing every value, and the file ends
+// up no smaller; plain values compress about as well. A column of a few thousand values
+// samples well below the bar (about 70% distinct for 5,000 values), so it keeps its
+// dictionary. A wrong guess costs size or time, never correctness, so columns of other
+// types keep the writer's default.
 func mostlyDistinct(col arrow.Array) bool {
-	n := col.Len() - col.NullN()
-	if n < dictSample/2 {
-		return false // too few values to tell; a small file's encoding hardly matters
+	if col.Len()-col.NullN() < dictSample/4 {
+		return false // too few values to tell
 	}
-	// A stride that is not a multiple of a small period keeps a value repeating every few
-	// rows (a counter modulo something) from sampling as all distinct.
-	stride := max(col.Len()/dictSample, 1) | 1
 	switch a := col.(type) {
 	case *array.String:
-		return distinctRatio(a, stride, a.Value)
+		return distinctSample(a, a.Value)
 	case *array.LargeString:
-		return distinctRatio(a, stride, a.Value)
+		return distinctSample(a, a.Value)
 	case *array.Binary:
-		return distinctRatio(a, stride, func(i int) string { return string(a.Value(i)) })
+		return distinctSample(a, func(i int) string { return string(a.Value(i)) })
 	case *array.Int64:
-		return distinctRatio(a, stride, a.Value)
+		return distinctSample(a, a.Value)
 	case *array.Timestamp:
-		return distinctRatio(a, stride, a.Value)
+		return distinctSample(a, a.Value)
 	case *array.Float64:
-		return distinctRatio(a, stride, func(i int) uint64 { return math.Float64bits(a.Value(i)) })
+		return distinctSample(a, func(i int) uint64 { return math.Float64bits(a.Value(i)) })
 	}
 	return false
 }
 
-func distinctRatio[K comparable](col arrow.Array, stride int, value func(int) K) bool {
+// distinctSample visits up to dictSample rows in a scrambled order, each at most once, so neither
+// a value that cycles with the row number nor nulls at a fixed period fool the count.
+func distinctSample[K comparable](col arrow.Array, value func(int) K) bool {
+	n := col.Len()
+	step := knuthStep % n
+	for gcd(step, n) != 1 {
+		step++
+	}
 	seen := make(map[K]struct{}, dictSample)
 	sampled := 0
-	for i := 0; i < col.Len() && sampled < dictSample; i += stride {
+	for k, i := 0, 0; k < min(dictSample, n); k, i = k+1, (i+step)%n {
 		if col.IsNull(i) {
 			continue
 		}
 		seen[value(i)] = struct{}{}
 		sampled++
 	}
-	return sampled > 0 && len(seen)*100 >= sampled*95
+	return sampled >= dictSample/4 && len(seen)*100 >= sampled*95
+}
+
+// knuthStep is 2^32 divided by the golden ratio: successive multiples of it spread evenly
+// over any range.
+const knuthStep = 2654435761
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }

@@ -18,7 +18,8 @@ import (
 
 // Unit budgets. A forward unit is one request, kept well under a server's default 16 MiB
 // body limit; a blob unit is one file, large enough that object stores are not flooded
-// with small files and small enough to hold in memory while it is encoded.
+// with small files (its rows stream into the file as they are read, so its size is not
+// held in memory).
 var (
 	forwardLimits = limits{rows: 10_000, bytes: 4 << 20}
 	blobLimits    = limits{rows: 250_000, bytes: 256 << 20}
