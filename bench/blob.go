@@ -16,9 +16,9 @@ import (
 
 // blobBench exports n rows from an in-process cache to a local directory as Parquet, end to
 // end (cache scan, encode, fsync, rename), and prints rows/s and how much the live Go heap
-// grew at most. With
-// cpuProfile set it writes a CPU profile of the export alone (not of filling the cache).
-func blobBench(n int, cpuProfile string) error {
+// grew at most. unitRows > 0 replaces the blob unit budget (250,000 rows); with cpuProfile
+// set it writes a CPU profile of the export alone (not of filling the cache).
+func blobBench(n int, unitRows int64, cpuProfile string) error {
 	ctx := context.Background()
 	c, dir, done, err := tempCache(ctx, "hyp-blobbench-")
 	if err != nil {
@@ -37,7 +37,7 @@ func blobBench(n int, cpuProfile string) error {
 	sinks := map[string]config.Sink{
 		"local-parquet": {Type: "blob", Format: "parquet", Schedule: "@every 1h", Destination: config.Destination{Type: "local-fs", Path: filepath.Join(dir, "exports")}},
 	}
-	d, err := sink.New(ctx, sink.Options{Home: dir, Sinks: sinks, Cache: c})
+	d, err := sink.New(ctx, sink.Options{Home: dir, Sinks: sinks, Cache: c, UnitRows: unitRows})
 	if err != nil {
 		return err
 	}

@@ -47,6 +47,7 @@ func main() {
 	flag.IntVar(&edge.rate, "edge-rate", 16, "body bytes/s each edge connection sends (0: as fast as possible)")
 	flag.DurationVar(&edge.hold, "edge-hold", 30*time.Second, "longest an edge connection is kept open")
 	blobRows := flag.Int("blob-rows", 2_000_000, "rows of the blob Parquet export figure (0 skips)")
+	blobUnitRows := flag.Int64("blob-unit-rows", 0, "rows per blob unit of the blob figure (0: the sink's default)")
 	blobProfile := flag.String("blob-cpuprofile", "", "write a CPU profile of the blob export to this file")
 	only := flag.String("only", "", "run one section: ingest, scan, sinks, blob, tick, trickle, many, edge, wide or compactwait")
 	flag.Parse()
@@ -58,7 +59,7 @@ func main() {
 		{"ingest", func() error { return ingestBench(*bin, *rowsTotal, *clients, *batch) }},
 		{"scan", func() error { return scanBench(*scanRows) }},
 		{"sinks", func() error { return sinkBench(*bin, *minioBin, *sinkRows) }},
-		{"blob", func() error { return blobBench(*blobRows, *blobProfile) }},
+		{"blob", func() error { return blobBench(*blobRows, *blobUnitRows, *blobProfile) }},
 		{"tick", func() error { return tickBench(*tickRows) }},
 		{"trickle", func() error { return trickleBench(*bin, *trickleSources, *trickleEvery, *trickleFor) }},
 		{"many", func() error { return manyBench(*bin, *manySources) }},
