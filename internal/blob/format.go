@@ -9,7 +9,6 @@ import (
 	"io"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
@@ -69,8 +68,7 @@ type Writer struct {
 	f      Format
 	schema *arrow.Schema
 	n      int // records written
-	pq     *pqarrow.FileWriter
-	out    *arrow.Schema // schema as the Parquet file states it
+	pq     *parquetWriter
 	jl     *jsonlWriter
 }
 
@@ -80,7 +78,6 @@ func NewWriter(w io.Writer, f Format, schema *arrow.Schema) (*Writer, error) {
 	e := &Writer{w: w, f: f, schema: schema}
 	switch f {
 	case Parquet:
-		e.out = parquetSchema(schema)
 	case JSONL:
 		jl, err := newJSONLWriter(w, schema)
 		if err != nil {
@@ -109,7 +106,7 @@ func (e *Writer) Write(rec arrow.RecordBatch) error {
 			return err
 		}
 	}
-	if err := writeRelabelled(e.pq, e.out, rec); err != nil {
+	if err := e.pq.write(rec); err != nil {
 		return fmt.Errorf("parquet record %d: %w", e.n-1, err)
 	}
 	return nil
@@ -125,7 +122,7 @@ func (e *Writer) Close() error {
 			return err
 		}
 	}
-	if err := e.pq.Close(); err != nil {
+	if err := e.pq.close(); err != nil {
 		return fmt.Errorf("parquet footer: %w", err)
 	}
 	return nil
@@ -139,11 +136,11 @@ func (e *Writer) startParquet(sample arrow.RecordBatch) error {
 		pqarrow.WithTruncatedTimestamps(true),
 	)
 	// The Parquet writer closes a sink that is an io.Closer; hiding Close keeps w the caller's.
-	fw, err := pqarrow.NewFileWriter(e.out, struct{ io.Writer }{e.w}, parquetProps(sample), arrowProps)
+	pw, err := newParquetWriter(struct{ io.Writer }{e.w}, parquetSchema(e.schema), parquetProps(sample), arrowProps)
 	if err != nil {
 		return fmt.Errorf("parquet writer: %w", err)
 	}
-	e.pq = fw
+	e.pq = pw
 	return nil
 }
 
@@ -201,31 +198,6 @@ func parquetSchema(schema *arrow.Schema) *arrow.Schema {
 		fields[i] = arrow.Field{Name: f.Name, Type: t, Nullable: f.Nullable}
 	}
 	return arrow.NewSchema(fields, nil)
-}
-
-// writeRelabelled writes rec under schema out, sharing rec's buffers: only type labels
-// differ between the two, never the stored values.
-func writeRelabelled(fw *pqarrow.FileWriter, out *arrow.Schema, rec arrow.RecordBatch) error {
-	cols := make([]arrow.Array, rec.NumCols())
-	for i, col := range rec.Columns() {
-		if arrow.TypeEqual(col.DataType(), out.Field(i).Type) {
-			col.Retain()
-			cols[i] = col
-			continue
-		}
-		d := col.Data()
-		nd := array.NewData(out.Field(i).Type, d.Len(), d.Buffers(), nil, d.NullN(), d.Offset())
-		cols[i] = array.MakeFromData(nd)
-		nd.Release()
-	}
-	relabelled := array.NewRecordBatch(out, cols, rec.NumRows())
-	for _, c := range cols {
-		c.Release()
-	}
-	defer relabelled.Release()
-	// WriteBuffered fills row groups across records, so a unit read back in many small
-	// batches still gets row groups of MaxRowGroupRows rather than one per batch.
-	return fw.WriteBuffered(relabelled)
 }
 
 // jsonlFlush is how much NDJSON collects before it goes to the compressor, so gzip sees
