@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
+	"syscall"
 	"time"
 
 	"github.com/hyp-project/hyp/internal/config"
@@ -59,16 +60,18 @@ func blobBench(n int, unitRows int64, cpuProfile string) error {
 	peak := make(chan uint64)
 	stop := make(chan struct{})
 	go func() { peak <- peakHeap(stop) }()
+	cpu0 := cpuTime()
 	start = time.Now()
 	res, err := d.RunNow(ctx, "local-parquet")
 	el := time.Since(start)
+	cpu := cpuTime() - cpu0
 	close(stop)
 	hp := <-peak
 	if err != nil {
 		return err
 	}
 	r := res[0]
-	fmt.Printf("blob local-parquet: %d rows in %d units, %.1f MB, %s: %.0f rows/s, live heap +%.0f MiB %v\n", r.Rows, r.Units, float64(r.Bytes)/1e6, el.Round(time.Millisecond), float64(r.Rows)/el.Seconds(), float64(hp-min(hp, base))/(1<<20), r.Errors)
+	fmt.Printf("blob local-parquet: %d rows in %d units, %.1f MB, %s: %.0f rows/s (CPU %s), live heap +%.0f MiB %v\n", r.Rows, r.Units, float64(r.Bytes)/1e6, el.Round(time.Millisecond), float64(r.Rows)/el.Seconds(), cpu.Round(time.Millisecond), float64(hp-min(hp, base))/(1<<20), r.Errors)
 	return nil
 }
 
@@ -88,4 +91,13 @@ func peakHeap(stop <-chan struct{}) uint64 {
 		case <-t.C:
 		}
 	}
+}
+
+// cpuTime is the CPU time (user and system) the process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
