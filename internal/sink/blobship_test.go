@@ -195,3 +195,51 @@ func sortedKeys[V any](m map[string]V) []string {
 	slices.Sort(keys)
 	return keys
 }
+
+// A destination that cannot take a temp file fails the unit at ship time, as before the
+// encoding moved into the read: the error is recorded on the partition, the intent stays,
+// and the unit ships once the destination works.
+func TestBlobTempFileFailureIsAShipFailure(t *testing.T) {
+	ctx := context.Background()
+	home := t.TempDir()
+	c := openCache(t, filepath.Join(home, "cache"), nil)
+	defer c.Close(ctx)
+	l := newLedger()
+	ids := l.ingest(t, c, "a", 50)
+	cfg := blobSink(home, "files")
+	cfg.Format = "parquet"
+	root := cfg.Destination.Path
+	d, err := New(ctx, Options{Home: home, Sinks: map[string]config.Sink{"files": cfg}, Cache: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(root), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(root, nil, 0o600); err != nil { // a file where the root must be
+		t.Fatal(err)
+	}
+	res, err := d.RunNow(ctx, "files")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res[0].Errors) == 0 {
+		t.Fatalf("run with no usable destination: %+v", res[0])
+	}
+	st := getWM(t, d, key("files", "a"))
+	if st.LastError == "" || st.Intent == nil || st.Seq != 0 {
+		t.Fatalf("watermark after the failed unit: %+v", st)
+	}
+	if err := os.Remove(root); err != nil {
+		t.Fatal(err)
+	}
+	if res := runNow(t, d, "files"); res.Status != "ok" || res.Rows != 50 {
+		t.Fatalf("run after the fix: %+v", res)
+	}
+	for _, got := range readExports(t, root, "parquet") {
+		if !slices.Equal(got, ids) {
+			t.Fatalf("file holds %v, want %v", got, ids)
+		}
+	}
+	noTempFiles(t, root)
+}

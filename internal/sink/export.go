@@ -158,15 +158,16 @@ func (x *instance) readInto(ctx context.Context, p Part, since, until int64, lim
 				u.first = seqs.Value(0)
 			}
 			u.last = seqs.Value(int(take) - 1)
-			if enc == nil {
+			if enc != nil && u.enc == nil {
+				if u.enc, err = enc.encode(u.schema); err != nil {
+					// The rows are kept instead, so the ship fails on the same error and
+					// the unit is recorded as failing like any other that cannot be written.
+					u.enc, enc = nil, nil
+				}
+			}
+			if u.enc == nil {
 				u.recs = append(u.recs, part)
 			} else {
-				if u.enc == nil {
-					if u.enc, err = enc.encode(u.schema); err != nil {
-						part.Release()
-						return err
-					}
-				}
 				err = u.enc.add(ctx, part)
 				part.Release()
 				if err != nil {
