@@ -46,7 +46,10 @@ func main() {
 	flag.Int64Var(&edge.declared, "edge-declared", 16<<20, "Content-Length each edge connection declares")
 	flag.IntVar(&edge.rate, "edge-rate", 16, "body bytes/s each edge connection sends (0: as fast as possible)")
 	flag.DurationVar(&edge.hold, "edge-hold", 30*time.Second, "longest an edge connection is kept open")
-	only := flag.String("only", "", "run one section: ingest, scan, sinks, tick, trickle, many, edge, wide or compactwait")
+	blobRows := flag.Int("blob-rows", 2_000_000, "rows of the blob Parquet export figure (0 skips)")
+	blobUnitRows := flag.Int64("blob-unit-rows", 0, "rows per blob unit of the blob figure (0: the sink's default)")
+	blobProfile := flag.String("blob-cpuprofile", "", "write a CPU profile of the blob export to this file")
+	only := flag.String("only", "", "run one section: ingest, scan, sinks, blob, tick, trickle, many, edge, wide or compactwait")
 	flag.Parse()
 	fmt.Printf("machine: %d CPUs, %s/%s, %s\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, time.Now().UTC().Format(time.RFC3339))
 	sections := []struct {
@@ -56,6 +59,7 @@ func main() {
 		{"ingest", func() error { return ingestBench(*bin, *rowsTotal, *clients, *batch) }},
 		{"scan", func() error { return scanBench(*scanRows) }},
 		{"sinks", func() error { return sinkBench(*bin, *minioBin, *sinkRows) }},
+		{"blob", func() error { return blobBench(*blobRows, *blobUnitRows, *blobProfile) }},
 		{"tick", func() error { return tickBench(*tickRows) }},
 		{"trickle", func() error { return trickleBench(*bin, *trickleSources, *trickleEvery, *trickleFor) }},
 		{"many", func() error { return manyBench(*bin, *manySources) }},
@@ -67,7 +71,7 @@ func main() {
 		if *only != "" && *only != s.name {
 			continue
 		}
-		if (s.name == "sinks" && *sinkRows == 0) || (s.name == "tick" && *tickRows == 0) ||
+		if (s.name == "sinks" && *sinkRows == 0) || (s.name == "blob" && *blobRows == 0) || (s.name == "tick" && *tickRows == 0) ||
 			(s.name == "trickle" && *trickleSources == 0) || (s.name == "many" && *manySources == 0) || (s.name == "edge" && edge.conns == 0) ||
 			(s.name == "wide" && *wideFields == 0) || (s.name == "compactwait" && *compactRows == 0) {
 			continue

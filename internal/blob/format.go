@@ -9,7 +9,6 @@ import (
 	"io"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
@@ -50,18 +49,124 @@ const MaxRowGroupRows = 64 * 1024
 // Encode writes recs, which all have schema, to w as one complete file in format f. It never
 // closes w, so the caller can still size, sync or rename it.
 func Encode(w io.Writer, f Format, schema *arrow.Schema, recs []arrow.RecordBatch) error {
-	for i, rec := range recs {
-		if err := sameShape(schema, rec.Schema()); err != nil {
-			return fmt.Errorf("record %d: %w", i, err)
+	e, err := NewWriter(w, f, schema)
+	if err != nil {
+		return err
+	}
+	for _, rec := range recs {
+		if err := e.Write(rec); err != nil {
+			return err
 		}
 	}
+	return e.Close()
+}
+
+// Writer encodes one file record by record, so a unit never has to be held whole: a Parquet
+// file keeps at most one row group buffered, a JSONL file one compressor flush.
+type Writer struct {
+	w      io.Writer
+	f      Format
+	schema *arrow.Schema
+	n      int // records written
+	pq     *parquetWriter
+	jl     *jsonlWriter
+}
+
+// NewWriter starts a file in format f of records with schema. Close finishes it; it never
+// closes w, so the caller can still size, sync or rename it.
+func NewWriter(w io.Writer, f Format, schema *arrow.Schema) (*Writer, error) {
+	e := &Writer{w: w, f: f, schema: schema}
 	switch f {
 	case Parquet:
-		return encodeParquet(w, schema, recs)
 	case JSONL:
-		return encodeJSONL(w, schema, recs)
+		jl, err := newJSONLWriter(w, schema)
+		if err != nil {
+			return nil, err
+		}
+		e.jl = jl
+	default:
+		return nil, fmt.Errorf("encode: unknown blob format %q", f)
 	}
-	return fmt.Errorf("encode: unknown blob format %q", f)
+	return e, nil
+}
+
+// Write adds rec's rows to the file. rec must have the Writer's schema; Write does not
+// retain it.
+func (e *Writer) Write(rec arrow.RecordBatch) error {
+	if err := sameShape(e.schema, rec.Schema()); err != nil {
+		return fmt.Errorf("record %d: %w", e.n, err)
+	}
+	e.n++
+	if e.jl != nil {
+		return e.jl.write(rec)
+	}
+	if e.pq == nil {
+		// The first rows decide the column encodings (see parquetProps).
+		if err := e.startParquet(rec); err != nil {
+			return err
+		}
+	}
+	if err := e.pq.write(rec); err != nil {
+		return fmt.Errorf("parquet record %d: %w", e.n-1, err)
+	}
+	return nil
+}
+
+// Close writes what is buffered and the file's footer.
+func (e *Writer) Close() error {
+	if e.jl != nil {
+		return e.jl.close()
+	}
+	if e.pq == nil {
+		if err := e.startParquet(nil); err != nil {
+			return err
+		}
+	}
+	if err := e.pq.close(); err != nil {
+		return fmt.Errorf("parquet footer: %w", err)
+	}
+	return nil
+}
+
+func (e *Writer) startParquet(sample arrow.RecordBatch) error {
+	// Every timestamp becomes microseconds: the cache's own unit, and the one unit every
+	// Parquet reader (Spark included) maps to its native timestamp type.
+	arrowProps := pqarrow.NewArrowWriterProperties(
+		pqarrow.WithCoerceTimestamps(arrow.Microsecond),
+		pqarrow.WithTruncatedTimestamps(true),
+	)
+	// The Parquet writer closes a sink that is an io.Closer; hiding Close keeps w the caller's.
+	pw, err := newParquetWriter(struct{ io.Writer }{e.w}, parquetSchema(e.schema), parquetProps(sample), arrowProps)
+	if err != nil {
+		return fmt.Errorf("parquet writer: %w", err)
+	}
+	e.pq = pw
+	return nil
+}
+
+// parquetProps are the writer settings of one file; sample, the file's first record (nil for
+// an empty file), decides which columns are dictionary encoded.
+func parquetProps(sample arrow.RecordBatch) *parquet.WriterProperties {
+	opts := []parquet.WriterProperty{
+		parquet.WithCompression(compress.Codecs.Zstd),
+		// zstd's fastest level: on log rows it compresses as well as the default level (the
+		// pages are already dictionary or plain runs of similar values) at a third less CPU,
+		// and every zstd reader reads it.
+		parquet.WithCompressionLevel(1),
+		parquet.WithMaxRowGroupLength(MaxRowGroupRows),
+		// The internal columns (SPEC 6) are unique per row, so a dictionary never pays off
+		// and building one until it overflows costs most of the encode time.
+		parquet.WithDictionaryFor("_hyp_ingest_seq", false),
+		parquet.WithDictionaryFor("_hyp_ingested_at", false),
+	}
+	if sample != nil {
+		for i, f := range sample.Schema().Fields() {
+			if mostlyDistinct(sample.Column(i)) {
+				opts = append(opts, parquet.WithDictionaryFor(f.Name, false))
+			}
+		}
+	}
+	return parquet.NewWriterProperties(opts...)
 }
 
 // sameShape compares column names and types only: records read back from the cache carry
@@ -75,38 +180,6 @@ func sameShape(want, got *arrow.Schema) error {
 		if gf.Name != wf.Name || !arrow.TypeEqual(gf.Type, wf.Type) {
 			return fmt.Errorf("column %d is %s %s, schema has %s %s", i, gf.Name, gf.Type, wf.Name, wf.Type)
 		}
-	}
-	return nil
-}
-
-func encodeParquet(w io.Writer, schema *arrow.Schema, recs []arrow.RecordBatch) error {
-	out := parquetSchema(schema)
-	props := parquet.NewWriterProperties(
-		parquet.WithCompression(compress.Codecs.Zstd),
-		parquet.WithMaxRowGroupLength(MaxRowGroupRows),
-		// The internal columns (SPEC 6) are unique per row, so a dictionary never pays off
-		// and building one until it overflows costs most of the encode time.
-		parquet.WithDictionaryFor("_hyp_ingest_seq", false),
-		parquet.WithDictionaryFor("_hyp_ingested_at", false),
-	)
-	// Every timestamp becomes microseconds: the cache's own unit, and the one unit every
-	// Parquet reader (Spark included) maps to its native timestamp type.
-	arrowProps := pqarrow.NewArrowWriterProperties(
-		pqarrow.WithCoerceTimestamps(arrow.Microsecond),
-		pqarrow.WithTruncatedTimestamps(true),
-	)
-	// The Parquet writer closes a sink that is an io.Closer; hiding Close keeps w the caller's.
-	fw, err := pqarrow.NewFileWriter(out, struct{ io.Writer }{w}, props, arrowProps)
-	if err != nil {
-		return fmt.Errorf("parquet writer: %w", err)
-	}
-	for i, rec := range recs {
-		if err := writeRelabelled(fw, out, rec); err != nil {
-			return fmt.Errorf("parquet record %d: %w", i, err)
-		}
-	}
-	if err := fw.Close(); err != nil {
-		return fmt.Errorf("parquet footer: %w", err)
 	}
 	return nil
 }
@@ -127,57 +200,42 @@ func parquetSchema(schema *arrow.Schema) *arrow.Schema {
 	return arrow.NewSchema(fields, nil)
 }
 
-// writeRelabelled writes rec under schema out, sharing rec's buffers: only type labels
-// differ between the two, never the stored values.
-func writeRelabelled(fw *pqarrow.FileWriter, out *arrow.Schema, rec arrow.RecordBatch) error {
-	cols := make([]arrow.Array, rec.NumCols())
-	for i, col := range rec.Columns() {
-		if arrow.TypeEqual(col.DataType(), out.Field(i).Type) {
-			col.Retain()
-			cols[i] = col
-			continue
-		}
-		d := col.Data()
-		nd := array.NewData(out.Field(i).Type, d.Len(), d.Buffers(), nil, d.NullN(), d.Offset())
-		cols[i] = array.MakeFromData(nd)
-		nd.Release()
-	}
-	relabelled := array.NewRecordBatch(out, cols, rec.NumRows())
-	for _, c := range cols {
-		c.Release()
-	}
-	defer relabelled.Release()
-	// WriteBuffered fills row groups across records, so a unit read back in many small
-	// batches still gets row groups of MaxRowGroupRows rather than one per batch.
-	return fw.WriteBuffered(relabelled)
-}
-
 // jsonlFlush is how much NDJSON collects before it goes to the compressor, so gzip sees
 // large writes rather than one per row.
 const jsonlFlush = 256 << 10
 
-func encodeJSONL(w io.Writer, schema *arrow.Schema, recs []arrow.RecordBatch) error {
+type jsonlWriter struct {
+	enc *rowjson.Encoder
+	zw  *gzip.Writer
+	buf []byte
+}
+
+func newJSONLWriter(w io.Writer, schema *arrow.Schema) (*jsonlWriter, error) {
 	enc, err := rowjson.NewEncoder(schema)
 	if err != nil {
-		return fmt.Errorf("jsonl: %w", err)
+		return nil, fmt.Errorf("jsonl: %w", err)
 	}
-	zw := gzip.NewWriter(w)
-	buf := make([]byte, 0, jsonlFlush+4096)
-	for _, rec := range recs {
-		for i := range int(rec.NumRows()) {
-			buf = append(enc.AppendRow(buf, rec, i), '\n')
-			if len(buf) >= jsonlFlush {
-				if _, err := zw.Write(buf); err != nil {
-					return fmt.Errorf("jsonl: compress: %w", err)
-				}
-				buf = buf[:0]
+	return &jsonlWriter{enc: enc, zw: gzip.NewWriter(w), buf: make([]byte, 0, jsonlFlush+4096)}, nil
+}
+
+func (j *jsonlWriter) write(rec arrow.RecordBatch) error {
+	for i := range int(rec.NumRows()) {
+		j.buf = append(j.enc.AppendRow(j.buf, rec, i), '\n')
+		if len(j.buf) >= jsonlFlush {
+			if _, err := j.zw.Write(j.buf); err != nil {
+				return fmt.Errorf("jsonl: compress: %w", err)
 			}
+			j.buf = j.buf[:0]
 		}
 	}
-	if _, err := zw.Write(buf); err != nil {
+	return nil
+}
+
+func (j *jsonlWriter) close() error {
+	if _, err := j.zw.Write(j.buf); err != nil {
 		return fmt.Errorf("jsonl: compress: %w", err)
 	}
-	if err := zw.Close(); err != nil {
+	if err := j.zw.Close(); err != nil {
 		return fmt.Errorf("jsonl: finish gzip: %w", err)
 	}
 	return nil

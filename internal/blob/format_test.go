@@ -337,3 +337,42 @@ func BenchmarkEncodeJSONL(b *testing.B) {
 	}
 	b.ReportMetric(float64(200_000*b.N)/b.Elapsed().Seconds(), "rows/s")
 }
+
+// Columns whose values are nearly all distinct are written without a dictionary (building
+// one only to overflow it is most of the encode time and makes the file larger); columns of
+// few values keep theirs.
+func TestParquetDictionaryOnlyWhereItPays(t *testing.T) {
+	recs := cacheRecords(t, 100_000, 30_000)
+	var buf bytes.Buffer
+	if err := Encode(&buf, Parquet, cacheSchema(), recs); err != nil {
+		t.Fatal(err)
+	}
+	pf, err := file.NewParquetReader(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pf.Close()
+	want := map[string]bool{
+		"_hyp_ingest_seq": false, "_hyp_ingested_at": false,
+		"msg": false, "n": false, "dur": false, "at_ns": false, "at_ny": false, // unique per row
+		"big": true, // four values
+	}
+	md := pf.MetaData()
+	for g := range md.NumRowGroups() {
+		rg := md.RowGroup(g)
+		for c := range rg.NumColumns() {
+			cc, err := rg.ColumnChunk(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := cc.PathInSchema().String()
+			w, ok := want[name]
+			if !ok {
+				continue
+			}
+			if got := cc.HasDictionaryPage(); got != w {
+				t.Errorf("row group %d column %s: dictionary %v, want %v", g, name, got, w)
+			}
+		}
+	}
+}

@@ -34,10 +34,12 @@ type limits struct {
 	inFlight int
 }
 
-// unitRows is an export unit's rows, read from the cache and retained until shipped.
+// unitRows is an export unit's rows as read from the cache: retained records until shipped,
+// or, for a shipper that encodes while reading (encodingShipper), the encoding under way.
 type unitRows struct {
 	schema *arrow.Schema
 	recs   []arrow.RecordBatch
+	enc    unitEncoding
 	rows   int64
 	first  int64
 	last   int64
@@ -48,6 +50,26 @@ func (u *unitRows) release() {
 		r.Release()
 	}
 	u.recs = nil
+	if u.enc != nil {
+		u.enc.discard()
+		u.enc = nil
+	}
+}
+
+// encodingShipper is a shipper that encodes a unit while it is read, so a unit's rows are
+// never all held at once and the encoding runs beside the scan rather than after it.
+type encodingShipper interface {
+	shipper
+	// encode starts a unit of records with schema; ship is then given unitRows.enc.
+	encode(schema *arrow.Schema) (unitEncoding, error)
+}
+
+// unitEncoding is one unit's encoding under way.
+type unitEncoding interface {
+	// add encodes rec's rows after those added before; it retains rec as long as it needs.
+	add(ctx context.Context, rec arrow.RecordBatch) error
+	// discard stops the encoding and removes what it wrote; a second call does nothing.
+	discard()
 }
 
 // errPoison marks a unit the destination refuses for what it contains; retrying it can
@@ -88,6 +110,17 @@ var errStop = errors.New("unit full")
 // read collects the rows of p with seq in (since, until], stopping at lim. It opens only
 // the files and row groups that hold such rows.
 func (x *instance) read(ctx context.Context, p Part, since, until int64, lim limits) (*unitRows, error) {
+	return x.readInto(ctx, p, since, until, lim, nil)
+}
+
+// readToShip is read for a unit that is to be shipped: a shipper that encodes while reading
+// gets the rows as they come.
+func (x *instance) readToShip(ctx context.Context, p Part, since, until int64, lim limits) (*unitRows, error) {
+	enc, _ := x.ship.(encodingShipper)
+	return x.readInto(ctx, p, since, until, lim, enc)
+}
+
+func (x *instance) readInto(ctx context.Context, p Part, since, until int64, lim limits, enc encodingShipper) (*unitRows, error) {
 	u := &unitRows{}
 	var bytes int64
 	_, err := x.cache.Scan(ctx, p.Dataset, p.Partition, since, until, func(rec arrow.RecordBatch) error {
@@ -129,7 +162,22 @@ func (x *instance) read(ctx context.Context, p Part, since, until int64, lim lim
 				u.first = seqs.Value(0)
 			}
 			u.last = seqs.Value(int(take) - 1)
-			u.recs = append(u.recs, part)
+			if enc != nil && u.enc == nil {
+				if u.enc, err = enc.encode(u.schema); err != nil {
+					// The rows are kept instead, so the ship fails on the same error and
+					// the unit is recorded as failing like any other that cannot be written.
+					u.enc, enc = nil, nil
+				}
+			}
+			if u.enc == nil {
+				u.recs = append(u.recs, part)
+			} else {
+				err = u.enc.add(ctx, part)
+				part.Release()
+				if err != nil {
+					return err
+				}
+			}
 			u.rows += take
 			bytes += per * take
 		}
@@ -236,7 +284,7 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 		case st.Intent != nil:
 			// A unit decided before a crash or a failed attempt: exactly those rows again.
 			u = *st.Intent
-			if rows, err = x.read(ctx, p, u.From, u.Last, limits{rows: 1 << 62}); err != nil {
+			if rows, err = x.readToShip(ctx, p, u.From, u.Last, limits{rows: 1 << 62}); err != nil {
 				res.err = err
 				return res
 			}
@@ -266,7 +314,12 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 		case st.Seq == head:
 			return res // nothing new: no data file was opened
 		default:
-			if rows, err = x.read(ctx, p, st.Seq, head, lim); err != nil {
+			// A withheld partition's rows are counted, never shipped, so they are not encoded.
+			read := x.readToShip
+			if x.withheld(p) {
+				read = x.read
+			}
+			if rows, err = read(ctx, p, st.Seq, head, lim); err != nil {
 				res.err = err
 				return res
 			}

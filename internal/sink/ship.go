@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/hyp-project/hyp/internal/blob"
 	"github.com/hyp-project/hyp/internal/config"
 	"github.com/hyp-project/hyp/internal/forward"
@@ -17,7 +19,8 @@ import (
 
 // Unit budgets. A forward unit is one request, kept well under a server's default 16 MiB
 // body limit; a blob unit is one file, large enough that object stores are not flooded
-// with small files and small enough to hold in memory while it is encoded.
+// with small files (its rows stream into the file as they are read, so its size is not
+// held in memory).
 //
 // A forward sink keeps a few partitions' units in flight: one request at a time leaves
 // both ends idle while the other works (encoding and compressing here, parsing and fsyncs
@@ -133,29 +136,116 @@ type blobShipper struct {
 
 func (b *blobShipper) ship(ctx context.Context, p Part, u watermark.Unit, rows *unitRows) (int64, error) {
 	obj := blob.Object{Key: blob.Key(p.Dataset, p.Partition, u.First, u.Last, b.format), UnitID: u.ID, Rows: rows.rows, FirstSeq: u.First, LastSeq: u.Last}
-	tmp, err := blob.CreateTemp(b.dest)
-	if err != nil {
-		return 0, err
+	f, ok := rows.enc.(*blobFile)
+	if !ok {
+		// Rows read without encoding (a partition withheld when it was read, say).
+		enc, err := b.encode(rows.schema)
+		if err != nil {
+			return 0, err
+		}
+		f = enc.(*blobFile)
+		defer f.discard()
+		for _, rec := range rows.recs {
+			if err := f.add(ctx, rec); err != nil {
+				return 0, err
+			}
+		}
 	}
-	defer os.Remove(tmp.Name())
-	if err := blob.Encode(tmp, b.format, rows.schema, rows.recs); err != nil {
-		tmp.Close()
+	size, err := f.finish()
+	if err != nil {
 		return 0, fmt.Errorf("encode %s: %w", obj.Key, err)
 	}
-	st, err := tmp.Stat()
-	if err != nil {
-		tmp.Close()
-		return 0, err
-	}
-	if err := tmp.Close(); err != nil {
-		return 0, err
-	}
-	if err := b.dest.Put(ctx, obj, tmp.Name()); err != nil {
+	if err := b.dest.Put(ctx, obj, f.path); err != nil {
 		err = fmt.Errorf("put %s to %s: %w", obj.Key, b.dest, err)
 		if errors.Is(err, blob.ErrConflict) {
 			return 0, err
 		}
 		return 0, &errDestination{err}
 	}
+	return size, nil
+}
+
+// blobEncodeQueue is how many records may wait for a unit's encoder: enough to keep the scan
+// going while the encoder finishes a row group, few enough to keep a unit's memory small.
+const blobEncodeQueue = 2
+
+func (b *blobShipper) encode(schema *arrow.Schema) (unitEncoding, error) {
+	tmp, err := blob.CreateTemp(b.dest)
+	if err != nil {
+		return nil, err
+	}
+	w, err := blob.NewWriter(tmp, b.format, schema)
+	if err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return nil, err
+	}
+	f := &blobFile{tmp: tmp, path: tmp.Name(), recs: make(chan arrow.RecordBatch, blobEncodeQueue), done: make(chan error, 1)}
+	go f.run(w)
+	return f, nil
+}
+
+// blobFile is a unit's temp file, encoded by its own goroutine from the records read.
+type blobFile struct {
+	tmp    *os.File
+	path   string
+	recs   chan arrow.RecordBatch
+	done   chan error
+	closed bool
+	err    error // the encoder's result, once closed
+}
+
+func (f *blobFile) run(w *blob.Writer) {
+	var err error
+	for rec := range f.recs {
+		if err == nil {
+			err = w.Write(rec)
+		}
+		rec.Release() // after a failure the rest is drained, so add never blocks for good
+	}
+	if err == nil {
+		err = w.Close()
+	}
+	f.done <- err
+}
+
+func (f *blobFile) add(ctx context.Context, rec arrow.RecordBatch) error {
+	rec.Retain()
+	select {
+	case f.recs <- rec:
+		return nil
+	case <-ctx.Done():
+		rec.Release()
+		return ctx.Err()
+	}
+}
+
+// finish waits for the encoder and closes the file, returning its size.
+func (f *blobFile) finish() (int64, error) {
+	if !f.closed {
+		f.closed = true
+		close(f.recs)
+		f.err = <-f.done
+		if err := f.tmp.Close(); err != nil && f.err == nil {
+			f.err = err
+		}
+	}
+	if f.err != nil {
+		return 0, f.err
+	}
+	st, err := os.Stat(f.path)
+	if err != nil {
+		return 0, err
+	}
 	return st.Size(), nil
+}
+
+// discard removes the temp file unless Put renamed it into place.
+func (f *blobFile) discard() {
+	if f.path == "" {
+		return
+	}
+	f.finish()
+	os.Remove(f.path)
+	f.path = ""
 }
