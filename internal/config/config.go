@@ -127,7 +127,7 @@ type Destination struct {
 
 // DefaultMemoryLimit keeps a daemon at full ingest speed under 200 MiB of RSS
 // (docs/PERFORMANCE.md).
-const DefaultMemoryLimit = 128 << 20
+const DefaultMemoryLimit = 112 << 20
 
 // DefaultCompression is a forward sink's `compression` when the file gives none (SPEC 3).
 // Loading fills it in; a Sink built in code that leaves it empty means the same.

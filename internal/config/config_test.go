@@ -28,8 +28,8 @@ func TestDefault(t *testing.T) {
 	if c.Ingest.Listen != "127.0.0.1:18521" || c.Ingest.MaxBodyBytes != 16777216 {
 		t.Errorf("ingest = %+v", c.Ingest)
 	}
-	if c.MemoryLimitBytes != 128<<20 {
-		t.Errorf("memory_limit_bytes = %d, want 128 MiB", c.MemoryLimitBytes)
+	if c.MemoryLimitBytes != 112<<20 {
+		t.Errorf("memory_limit_bytes = %d, want 112 MiB", c.MemoryLimitBytes)
 	}
 	r := c.Cache.Retention
 	if c.Cache.FlushInterval != Duration(2*time.Second) || c.Cache.Compaction.Interval != Duration(10*time.Minute) ||
