@@ -28,7 +28,7 @@ type batch struct {
 	byName  map[string]int
 	touched []*colBuilder // columns given a value in the row being added
 	rows    int
-	bytes   int // NDJSON bytes of the rows held, for the flush's memory bounds
+	bytes   int // log bytes of the rows held, for the flush's memory bounds
 	maxSeq  int64
 	scratch []byte
 	ovf     []byte // the row's fields beyond MaxColumns, as `,"key":value`...

@@ -17,7 +17,10 @@ type flushLimits struct {
 	// start empty again. Records are smaller than a row group: the data file's writer
 	// gathers them into row groups of rowGroupRows.
 	chunkRows, chunkBytes int
-	// budget bounds the NDJSON bytes all of a flush's batches hold together. Beyond it the
+	// chunkCells bounds rows × columns of a batch: every column of a batch is padded with
+	// nulls to its rows, so a sparse dataset of many columns costs that, whatever the bytes.
+	chunkCells int
+	// budget bounds the log bytes all of a flush's batches hold together. Beyond it the
 	// largest batches are streamed; when they cannot be (no stream could be opened) every
 	// batch and stream of the round is committed.
 	budget int
@@ -26,7 +29,7 @@ type flushLimits struct {
 	streams int
 }
 
-var defaultFlushLimits = flushLimits{chunkRows: rowGroupRows / 4, chunkBytes: 2 << 20, budget: 32 << 20, streams: 64}
+var defaultFlushLimits = flushLimits{chunkRows: rowGroupRows / 4, chunkBytes: 2 << 20, chunkCells: 1 << 22, budget: 32 << 20, streams: 64}
 
 // flushRound collects the rows a flush reads from the log, per partition, and commits them.
 // It keeps memory bounded whatever the size of the log being flushed: a partition whose
@@ -44,7 +47,7 @@ type flushRound struct {
 	streams map[*Partition]*stream
 	failed  map[*Partition]bool // partitions given up on for the rest of the segment
 	order   []*Partition        // partitions with a batch (every stream has one), first seen first
-	held    int                 // NDJSON bytes in batches, not yet streamed
+	held    int                 // log bytes of the rows in batches, not yet streamed
 	errs    []error
 }
 
@@ -69,7 +72,7 @@ func (r *flushRound) added(p *Partition, b *batch, n int) {
 	b.bytes += n
 	r.held += n
 	lim := r.c.limits
-	if b.rows >= lim.chunkRows || b.bytes >= lim.chunkBytes {
+	if b.rows >= lim.chunkRows || b.bytes >= lim.chunkBytes || b.rows*len(b.cols) >= lim.chunkCells {
 		r.spill(p, b)
 	}
 	if r.held <= lim.budget {
