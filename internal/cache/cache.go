@@ -12,7 +12,9 @@
 //   - tables hold no delete files, so the live data files are the rows;
 //   - nothing acknowledged goes missing without a loss naming its seq range, and no bytes
 //     that held acknowledged rows are deleted unread;
-//   - readers match a table's columns by field id, never by the names it stores.
+//   - readers match a table's columns by field id, never by the names it stores;
+//   - a flush holds a bounded amount of memory however large the log it flushes (flush.go),
+//     and no flush waits for another partition's compaction or prune.
 //
 // It never talks to the network and never decides retention policy: callers pass floors.
 package cache
