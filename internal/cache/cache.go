@@ -14,7 +14,7 @@
 //     that held acknowledged rows are deleted unread;
 //   - readers match a table's columns by field id, never by the names it stores;
 //   - a flush holds a bounded amount of memory however large the log it flushes (flush.go),
-//     and no flush waits for another partition's compaction or prune.
+//     and a flush never waits while a compaction or prune rewrites files, only for its swap.
 //
 // It never talks to the network and never decides retention policy: callers pass floors.
 package cache
