@@ -6,8 +6,10 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"testing"
 )
 
@@ -29,19 +31,30 @@ func startPostgres(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
+	// As root, the cluster's commands run as the postgres user the package creates; the
+	// credential is set on the process itself, so no runuser or su needs to be on PATH.
+	var cred *syscall.Credential
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			t.Fatalf("PostgreSQL refuses to run as root, and there is no postgres user: %v", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+		if err := os.Chown(dir, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
 	run := func(name string, args ...string) {
 		t.Helper()
 		cmd := exec.Command(filepath.Join(bin, name), args...)
-		if os.Geteuid() == 0 {
-			cmd = exec.Command("runuser", append([]string{"-u", "postgres", "--", filepath.Join(bin, name)}, args...)...)
+		cmd.Dir = dir
+		if cred != nil {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 		}
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("%s %v: %v\n%s", name, args, err, out)
-		}
-	}
-	if os.Geteuid() == 0 {
-		if out, err := exec.Command("chown", "postgres:", dir).CombinedOutput(); err != nil {
-			t.Fatalf("chown %s: %v %s", dir, err, out)
 		}
 	}
 	data := filepath.Join(dir, "data")
