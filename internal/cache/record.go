@@ -12,10 +12,11 @@ import (
 //
 //	version | dataset | ingestedAt µs | groups | per group: partition name, firstSeq, rows, body
 //
-// The version is the form of the group bodies: formNDJSON, rows as NDJSON, one validated JSON
-// object per line (rows from trusted decoders, and every record written before the row form);
-// formRows, rows in the row form (rowform.go), which ingest writes as it validates so the
-// flush parses nothing. Row i of a group has seq firstSeq+i.
+// The version is the form of the group bodies: formRows, rows in the row form (rowform.go),
+// which ingest writes as it validates (and trusted decoders write directly) so the flush
+// parses nothing; formNDJSON, rows as NDJSON, one validated JSON object per line, as every
+// record written before the row form is, and still replayed. Row i of a group has seq
+// firstSeq+i.
 const (
 	formNDJSON = 1
 	formRows   = 2
@@ -66,7 +67,7 @@ func (r *record) eachRow(g group, fn func(row []byte)) {
 // line is a row of r as the NDJSON line it came as, for a row set aside.
 func (r *record) line(row []byte) []byte {
 	if r.Form == formRows {
-		return rowJSON(row)
+		return RowJSON(row)
 	}
 	return slices.Clone(row)
 }

@@ -13,7 +13,7 @@ import (
 // is its rows one after another, each u32 length (little-endian, so a row can be written in
 // place and its length filled in after) | fields, a field being
 //
-//	uvarint(len key) | key, unescaped | kind | uvarint(len raw) | raw
+//	uvarint(len key) | key, unescaped | kind | u32 len raw | raw
 //
 // where raw is the value's JSON text as the request had it (strings still quoted and
 // escaped, nested objects and arrays verbatim) and kind its jsonrow.Kind. Null fields are
@@ -26,8 +26,24 @@ func appendField(dst, key []byte, kind jsonrow.Kind, raw []byte) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(key)))
 	dst = append(dst, key...)
 	dst = append(dst, byte(kind))
-	dst = binary.AppendUvarint(dst, uint64(len(raw)))
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(raw)))
 	return append(dst, raw...)
+}
+
+// BeginField starts, at the end of dst, a field of a row in the row form whose value a
+// trusted encoder then appends as JSON text; EndField(dst, at) completes it. A row is its
+// fields one after another (IngestRows), each key once.
+func BeginField(dst []byte, key string) (out []byte, at int) {
+	dst = binary.AppendUvarint(dst, uint64(len(key)))
+	dst = append(dst, key...)
+	return append(dst, 0, 0, 0, 0, 0), len(dst)
+}
+
+// EndField fills in the kind and length of the field BeginField started at at, whose value
+// is the rest of dst.
+func EndField(dst []byte, at int) {
+	dst[at] = byte(jsonrow.KindOf(dst[at+5]))
+	binary.LittleEndian.PutUint32(dst[at+1:], uint32(len(dst)-at-5))
 }
 
 // appendRow appends a row, built with appendField, to a group body.
@@ -89,7 +105,7 @@ func rowFields(row []byte, fn func(jsonrow.Field) error) error {
 			return errBadRow
 		}
 		kind := jsonrow.Kind(rest[0])
-		raw, rest, ok := cut(rest[1:])
+		raw, rest, ok := nextRow(rest[1:]) // a value is framed like a row: u32 length
 		if !ok || len(raw) == 0 {
 			return errBadRow
 		}
@@ -110,9 +126,10 @@ func cut(b []byte) (v, rest []byte, ok bool) {
 	return b[k : k+int(n)], b[k+int(n):], true
 }
 
-// rowJSON is a row as the JSON object it was validated as (keys re-escaped), for the rows
-// the flush sets aside.
-func rowJSON(row []byte) []byte {
+// RowJSON is a row in the row form as the JSON object it stands for (keys escaped), for the
+// rows the flush sets aside and for tests; a row whose bytes do not parse comes back as
+// they are.
+func RowJSON(row []byte) []byte {
 	dst := []byte{'{'}
 	first := true
 	err := rowFields(row, func(f jsonrow.Field) error {

@@ -1,8 +1,10 @@
 package cache
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"reflect"
 	"testing"
 
@@ -54,14 +56,52 @@ func TestRowFormRoundTrip(t *testing.T) {
 		if err := json.Unmarshal([]byte(lines[i]), &a); err != nil {
 			t.Fatal(err)
 		}
-		if err := json.Unmarshal(rowJSON(row), &b); err != nil || !reflect.DeepEqual(a, b) {
-			t.Errorf("row %d: rowJSON %s (%v), want %s", i, rowJSON(row), err, lines[i])
+		if err := json.Unmarshal(RowJSON(row), &b); err != nil || !reflect.DeepEqual(a, b) {
+			t.Errorf("row %d: rowJSON %s (%v), want %s", i, RowJSON(row), err, lines[i])
 		}
 		i++
 	})
 	for _, bad := range [][]byte{{1, 0, 0}, {5, 0, 0, 0, 1}, append(appendRow(nil, []byte("x")), 9)} {
 		if _, ok := countRows(bad); ok {
 			t.Errorf("countRows accepted %q", bad)
+		}
+	}
+}
+
+// TestIngestRowsInTheRowForm stores rows a trusted decoder framed with BeginField and
+// EndField: they reach the table with their values and types, under their source.
+func TestIngestRowsInTheRowForm(t *testing.T) {
+	ctx := context.Background()
+	c := openTest(t, t.TempDir())
+	defer c.Close(ctx)
+	field := func(row []byte, key, value string) []byte {
+		row, at := BeginField(row, key)
+		row = append(row, value...)
+		EndField(row, at)
+		return row
+	}
+	var rows []Row
+	for i := range 3 {
+		var row []byte
+		row = field(row, "msg", fmt.Sprintf(`"hello \"%d\""`, i))
+		row = field(row, "n", strconv.Itoa(i))
+		row = field(row, "attrs", `{"k":[1,2]}`)
+		row = field(row, "gone", `null`)
+		rows = append(rows, Row{Source: "svc", Line: row})
+	}
+	if _, err := c.IngestRows("logs", rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := scanJSON(t, c, "logs", "source=svc")
+	if len(got) != 3 {
+		t.Fatalf("%d rows", len(got))
+	}
+	for i, r := range got {
+		if r["msg"] != fmt.Sprintf(`hello "%d"`, i) || fmt.Sprint(r["n"]) != strconv.Itoa(i) || r["attrs"] != `{"k":[1,2]}` || r["gone"] != nil {
+			t.Errorf("row %d: %v", i, r)
 		}
 	}
 }

@@ -549,8 +549,8 @@ func TestOTLP(t *testing.T) {
 					c.dataset, len(c.rows), c.rows[0].Source, tc.wantDataset, tc.wantRows, tc.wantSource)
 			}
 			for i, r := range c.rows {
-				if !json.Valid(r.Line) {
-					t.Errorf("row %d is not JSON: %s", i, r.Line)
+				if line := cache.RowJSON(r.Line); !json.Valid(line) {
+					t.Errorf("row %d is not a JSON object in the row form: %s", i, line)
 				}
 			}
 		})

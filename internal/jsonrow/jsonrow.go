@@ -202,6 +202,9 @@ func (s *Scanner) Object(line []byte, fn func(f Field) error) error {
 	return nil
 }
 
+// KindOf is the Kind of a validated JSON value whose first byte is c.
+func KindOf(c byte) Kind { return kindOf[c] }
+
 // kindOf maps the first byte of a validated value to its Kind.
 var kindOf = func() (t [256]Kind) {
 	t['t'], t['f'] = Bool, Bool

@@ -27,7 +27,7 @@ func fuzzDecode(f *testing.F, sig Signal, seeds []bodies, specJSON string, count
 		if isJSON {
 			contentType = jsonType
 		}
-		rows, err := Decode(sig, contentType, body)
+		rows, err := decodeLines(sig, contentType, body)
 		if err != nil {
 			return
 		}

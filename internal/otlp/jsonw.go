@@ -9,6 +9,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/hyp-project/hyp/internal/cache"
 	"github.com/hyp-project/hyp/internal/rowjson"
 )
 
@@ -19,28 +20,53 @@ import (
 //
 // Separators need no bookkeeping: a ',' is due exactly when the previous
 // byte is not the '{' or '[' that opened the current container.
+//
+// With fields set, the writer frames a row's top-level members in the cache's row form
+// (cache.BeginField) instead of writing the row's braces, separators and keys as JSON: the
+// row is written as its members, never as an object, and the cache stores it without
+// parsing it. Values, nested ones included, are JSON either way.
 type jsonWriter struct {
-	b []byte
+	b      []byte
+	fields bool
+	depth  int // containers open within the row
+	at     int // where the open member's frame starts (fields); 0 when none is open
 }
 
 func (w *jsonWriter) reset() { w.b = w.b[:0] }
 
 func (w *jsonWriter) sep() {
+	if w.fields && w.depth == 0 {
+		return
+	}
 	if n := len(w.b); n > 0 && w.b[n-1] != '{' && w.b[n-1] != '[' {
 		w.b = append(w.b, ',')
 	}
 }
 
-func (w *jsonWriter) beginObject() { w.b = append(w.b, '{') }
-func (w *jsonWriter) endObject()   { w.b = append(w.b, '}') }
-func (w *jsonWriter) beginArray()  { w.b = append(w.b, '[') }
-func (w *jsonWriter) endArray()    { w.b = append(w.b, ']') }
+func (w *jsonWriter) beginObject() { w.b = append(w.b, '{'); w.depth++ }
+func (w *jsonWriter) endObject()   { w.b = append(w.b, '}'); w.depth-- }
+func (w *jsonWriter) beginArray()  { w.b = append(w.b, '['); w.depth++ }
+func (w *jsonWriter) endArray()    { w.b = append(w.b, ']'); w.depth-- }
 
-// key writes the separator and the key of the next object member.
+// key writes the separator and the key of the next object member, or, for a row's
+// member when framing fields, ends the member before and starts its frame.
 func (w *jsonWriter) key(k string) {
+	if w.fields && w.depth == 0 {
+		w.endField()
+		w.b, w.at = cache.BeginField(w.b, k)
+		return
+	}
 	w.sep()
 	w.str(k)
 	w.b = append(w.b, ':')
+}
+
+// endField completes the open member's frame, if any.
+func (w *jsonWriter) endField() {
+	if w.at > 0 {
+		cache.EndField(w.b, w.at)
+		w.at = 0
+	}
 }
 
 func (w *jsonWriter) str(s string) {

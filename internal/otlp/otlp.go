@@ -1,6 +1,7 @@
 // Package otlp owns turning OTLP/HTTP export requests (logs, traces,
-// metrics; protobuf or JSON) into flat, single-line JSON rows ready for the
-// cache. It never stores anything: the caller decides where rows go. It never
+// metrics; protobuf or JSON) into flat rows ready for the cache, written in the
+// cache's row form (top-level fields framed, each value JSON text) so the cache
+// never parses them. It never stores anything: the caller decides where rows go. It never
 // drops a record silently either: every log record, span and metric data
 // point in a request becomes exactly one row, or Decode returns an error.
 //
@@ -105,7 +106,9 @@ type Row struct {
 	// value (partition.SanitizeSource), or "unknown" when it is absent or
 	// empty; the cache partitions datasets by it.
 	Source string
-	// Line is a single-line JSON object without a trailing newline.
+	// Line is the row in the cache's row form (cache.BeginField): its top-level
+	// fields, each value JSON text; cache.RowJSON turns it into the JSON object
+	// the row shapes below describe.
 	Line []byte
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/plog"
 
+	"github.com/hyp-project/hyp/internal/cache"
 	"github.com/hyp-project/hyp/internal/partition"
 )
 
@@ -84,7 +85,7 @@ func runDecodeCases(t *testing.T, sig Signal, cases []decodeCase) {
 				continue // the case cannot be expressed in this encoding (NaN in OTLP JSON)
 			}
 			t.Run(tc.name+"/"+enc.name, func(t *testing.T) {
-				rows, err := Decode(sig, enc.contentType, enc.body)
+				rows, err := decodeLines(sig, enc.contentType, enc.body)
 				if err != nil {
 					t.Fatalf("Decode: %v", err)
 				}
@@ -206,7 +207,7 @@ func TestDecodeSpecJSON(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			rows, err := Decode(tc.sig, "application/json; charset=utf-8", []byte(tc.body))
+			rows, err := decodeLines(tc.sig, "application/json; charset=utf-8", []byte(tc.body))
 			if err != nil {
 				t.Fatalf("Decode: %v", err)
 			}
@@ -229,7 +230,7 @@ func TestDecodeDuplicateAttributeKeys(t *testing.T) {
 			}
 		}
 		body := `{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"attributes":[` + strings.Join(attrs, ",") + `]}]}]}]}`
-		rows, err := Decode(Logs, jsonType, []byte(body))
+		rows, err := decodeLines(Logs, jsonType, []byte(body))
 		if err != nil {
 			t.Fatalf("Decode: %v", err)
 		}
@@ -240,7 +241,7 @@ func TestDecodeDuplicateAttributeKeys(t *testing.T) {
 func TestDecodeEmptyRequest(t *testing.T) {
 	for _, sig := range []Signal{Logs, Traces, Metrics} {
 		for _, tc := range []struct{ contentType, body string }{{protoType, ""}, {jsonType, "{}"}} {
-			rows, err := Decode(sig, tc.contentType, []byte(tc.body))
+			rows, err := decodeLines(sig, tc.contentType, []byte(tc.body))
 			if err != nil || len(rows) != 0 {
 				t.Errorf("Decode(%s, %s, %q) = %d rows, %v; want none, no error", sig, tc.contentType, tc.body, len(rows), err)
 			}
@@ -265,7 +266,7 @@ func TestDecodeMalformed(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			rows, err := Decode(tc.sig, tc.contentType, []byte(tc.body))
+			rows, err := decodeLines(tc.sig, tc.contentType, []byte(tc.body))
 			if err == nil {
 				t.Fatalf("Decode succeeded with %d rows, want error", len(rows))
 			}
@@ -315,7 +316,7 @@ func TestSourceNonStringServiceName(t *testing.T) {
 	rl := ld.ResourceLogs().AppendEmpty()
 	rl.Resource().Attributes().PutInt("service.name", 42)
 	rl.ScopeLogs().AppendEmpty().LogRecords().AppendEmpty()
-	rows, err := Decode(Logs, protoType, logsBodies(t, ld).proto)
+	rows, err := decodeLines(Logs, protoType, logsBodies(t, ld).proto)
 	if err != nil {
 		t.Fatalf("Decode: %v", err)
 	}
@@ -334,7 +335,7 @@ func TestDecodeSanitizesServiceName(t *testing.T) {
 	} {
 		name, _ := json.Marshal(tc.name)
 		body := `{"resourceLogs":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":` + string(name) + `}}]},"scopeLogs":[{"logRecords":[{"body":{"stringValue":"hi"}}]}]}]}`
-		rows, err := Decode(Logs, jsonType, []byte(body))
+		rows, err := decodeLines(Logs, jsonType, []byte(body))
 		if err != nil {
 			t.Fatalf("Decode: %v", err)
 		}
@@ -348,4 +349,14 @@ func TestDecodeSanitizesServiceName(t *testing.T) {
 			t.Errorf("row %s lost the raw service.name %s", rows[0].Line, name)
 		}
 	}
+}
+
+// decodeLines is Decode with each row turned into the JSON object it stands for, as the
+// cache would keep it.
+func decodeLines(sig Signal, contentType string, body []byte) ([]Row, error) {
+	rows, err := Decode(sig, contentType, body)
+	for i := range rows {
+		rows[i].Line = cache.RowJSON(rows[i].Line)
+	}
+	return rows, err
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/hyp-project/hyp/internal/partition"
 )
 
-// rowWriter renders the rows of one decoded request into one buffer that
-// all the rows' lines share.
+// rowWriter renders the rows of one decoded request, in the cache's row form,
+// into one buffer that all the rows share.
 type rowWriter struct {
 	a      *arena
 	w      jsonWriter
@@ -25,7 +25,7 @@ type rowWriter struct {
 func (a *arena) write(sig Signal, sizeHint int) []Row {
 	n := a.records(sig)
 	rw := rowWriter{a: a, offs: a.offs[:0], rows: make([]Row, 0, n)}
-	rw.w.b = make([]byte, 0, sizeHint)
+	rw.w = jsonWriter{b: make([]byte, 0, sizeHint), fields: true}
 	for gi := range a.groups {
 		g := &a.groups[gi]
 		src := a.source(g.res)
@@ -58,12 +58,12 @@ func (a *arena) write(sig Signal, sizeHint int) []Row {
 
 // setScope renders the fields shared by every record of one scope.
 func (rw *rowWriter) setScope(g *group) {
-	w := jsonWriter{b: rw.prefix[:0]}
-	w.beginObject()
+	w := jsonWriter{b: rw.prefix[:0], fields: true}
 	w.attrsField(rw.a, "resource", rw.a.resources[g.res])
 	w.bytesField("scope_name", g.scope.name)
 	w.bytesField("scope_version", g.scope.version)
 	w.attrsField(rw.a, "scope_attributes", g.scope.attrs)
+	w.endField()
 	rw.prefix = w.b
 }
 
@@ -75,7 +75,7 @@ func (rw *rowWriter) begin(source string) *jsonWriter {
 }
 
 func (rw *rowWriter) end() {
-	rw.w.endObject()
+	rw.w.endField()
 	rw.offs = append(rw.offs, len(rw.w.b))
 }
 
