@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"reflect"
+	"strconv"
 	"testing"
 
 	"github.com/hyp-project/hyp/internal/jsonrow"
