@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -399,27 +397,11 @@ func TestFlippedWatermarkByteStopsOnlyItsPartition(t *testing.T) {
 func exportedIDs(t *testing.T, root, src string) map[int]bool {
 	t.Helper()
 	ids := map[int]bool{}
-	for _, f := range localFiles(t, filepath.Join(root, "logs", "source="+src)) {
-		zr, err := gzip.NewReader(bytes.NewReader(f.data))
-		if err != nil {
-			t.Fatalf("%s: %v", f.rel, err)
+	eachExportedRow(t, filepath.Join(root, "logs", "source="+src), func(id int, _ map[string]any) {
+		if ids[id] {
+			t.Fatalf("%s: id %d exported twice", src, id)
 		}
-		sc := bufio.NewScanner(zr)
-		sc.Buffer(make([]byte, 1<<20), 16<<20)
-		for sc.Scan() {
-			m, err := decodeObject(sc.Text())
-			if err != nil {
-				t.Fatalf("%s: %v", f.rel, err)
-			}
-			id, err := jsonInt(m["id"])
-			if err != nil {
-				t.Fatalf("%s: %v", f.rel, err)
-			}
-			if ids[int(id)] {
-				t.Fatalf("%s: id %d exported twice", src, id)
-			}
-			ids[int(id)] = true
-		}
-	}
+		ids[id] = true
+	})
 	return ids
 }

@@ -156,7 +156,22 @@ func queriedValues(t *testing.T, home, dataset string) map[int]map[string]string
 func exportedValues(t *testing.T, root, dataset string) map[int]map[string]string {
 	t.Helper()
 	got := map[int]map[string]string{}
-	for _, f := range localFiles(t, filepath.Join(root, dataset)) {
+	eachExportedRow(t, filepath.Join(root, dataset), func(id int, m map[string]any) {
+		for k, v := range m {
+			if k == "id" || k == "_hyp_ingest_seq" || k == "_hyp_ingested_at" {
+				continue
+			}
+			addField(t, got, id, k, valueText(v))
+		}
+	})
+	return got
+}
+
+// eachExportedRow calls fn with the id and fields of every row of the jsonl.gz files under
+// dir (a local export), file by file in the order localFiles gives.
+func eachExportedRow(t *testing.T, dir string, fn func(id int, m map[string]any)) {
+	t.Helper()
+	for _, f := range localFiles(t, dir) {
 		zr, err := gzip.NewReader(bytes.NewReader(f.data))
 		if err != nil {
 			t.Fatalf("%s: %v", f.rel, err)
@@ -172,15 +187,9 @@ func exportedValues(t *testing.T, root, dataset string) map[int]map[string]strin
 			if err != nil {
 				t.Fatalf("%s: %v", f.rel, err)
 			}
-			for k, v := range m {
-				if k == "id" || k == "_hyp_ingest_seq" || k == "_hyp_ingested_at" {
-					continue
-				}
-				addField(t, got, int(id), k, valueText(v))
-			}
+			fn(int(id), m)
 		}
 	}
-	return got
 }
 
 func requireValues(t *testing.T, where string, got, want map[int]map[string]string) {

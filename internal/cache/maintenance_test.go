@@ -452,14 +452,7 @@ func TestFlushesGoOnWhileCompactionBuilds(t *testing.T) {
 		ingestN(t, c, "b", 1010, 10)
 		flushed <- c.Flush(ctx)
 	}()
-	select {
-	case err := <-flushed:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("a flush waited for the compaction of a partition")
-	}
+	flushedWithin(t, flushed, "a flush waited for the compaction of a partition")
 	close(release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -520,14 +513,7 @@ func TestFlushesGoOnWhilePruneWrites(t *testing.T) {
 		ingestN(t, c, "b", 0, 10)
 		flushed <- c.Flush(ctx)
 	}()
-	select {
-	case err := <-flushed:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("a flush waited for a prune writing its delete")
-	}
+	flushedWithin(t, flushed, "a flush waited for a prune writing its delete")
 	c.planned = nil
 	close(release)
 	if err := <-done; err != nil {
@@ -547,5 +533,18 @@ func TestFlushesGoOnWhilePruneWrites(t *testing.T) {
 	}
 	if head := c.tables.lookup("logs", "source=a").HeadSeq(); head <= old.LastSeq+10 {
 		t.Errorf("head %d: the append's max seq was lost", head)
+	}
+}
+
+// flushedWithin fails with why unless the flush reporting on flushed succeeds within 30 s.
+func flushedWithin(t *testing.T, flushed <-chan error, why string) {
+	t.Helper()
+	select {
+	case err := <-flushed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal(why)
 	}
 }
