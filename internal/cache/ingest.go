@@ -112,12 +112,11 @@ func (c *Cache) Ingest(dataset, source string, body []byte) (Result, error) {
 	var (
 		// The row form is a little larger than the JSON it comes from (lengths instead of
 		// quotes and separators, and one per row).
-		g       = grouper{form: formRows, size: len(body) + len(body)/8 + 64}
-		fixed   *groupBuilder // the only group, when source names it
-		sc      jsonrow.Scanner
-		row     []byte
-		rowSrc  []byte
-		scratch []byte
+		g      = grouper{form: formRows, size: len(body) + len(body)/8 + 64}
+		fixed  *groupBuilder // the only group, when source names it
+		sc     jsonrow.Scanner
+		row    []byte
+		rowSrc []byte
 	)
 	if source != "" {
 		fixed = g.group(source)
@@ -166,15 +165,21 @@ func (c *Cache) Ingest(dataset, source string, body []byte) (Result, error) {
 			fixed.rows++
 			return nil
 		}
-		src := partition.Unknown
-		if hasSrc && len(rowSrc) > 0 {
-			if err := partition.ValidateSource(string(rowSrc)); err != nil {
+		if !hasSrc || len(rowSrc) == 0 {
+			g.add(partition.Unknown, row)
+			return nil
+		}
+		// A source seen earlier in the request was validated then; looking it up costs no
+		// allocation, so a row pays for its source only the first time.
+		gb := g.index[string(rowSrc)]
+		if gb == nil {
+			src := string(rowSrc)
+			if err := partition.ValidateSource(src); err != nil {
 				return &InputError{Kind: "bad_source", Line: lineNo, Msg: err.Error()}
 			}
-			scratch = append(scratch[:0], rowSrc...)
-			src = string(scratch)
+			gb = g.group(src)
 		}
-		g.add(src, row)
+		gb.add(g.form, row)
 		return nil
 	})
 	if err != nil {

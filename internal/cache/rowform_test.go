@@ -105,3 +105,33 @@ func TestIngestRowsInTheRowForm(t *testing.T) {
 		}
 	}
 }
+
+// TestIngestAllocatesPerRequestNotPerRow: validating, partitioning and logging a request
+// allocates per request, not per row, whether the partition comes from ?source= or from
+// each row's source field: 990 more rows may only grow buffers (a few doublings per
+// group), where an allocation per row would add 990.
+func TestIngestAllocatesPerRequestNotPerRow(t *testing.T) {
+	ctx := context.Background()
+	c := openTest(t, t.TempDir())
+	defer c.Close(ctx)
+	bodyOf := func(n int) []byte {
+		var b []byte
+		for i := range n {
+			b = fmt.Appendf(b, `{"id":%d,"source":"s%d","msg":"hello","ok":true,"v":1.5}`+"\n", i, i%3)
+		}
+		return b
+	}
+	for _, source := range []string{"fixed", ""} {
+		allocs := func(body []byte) float64 {
+			return testing.AllocsPerRun(20, func() {
+				if _, err := c.Ingest("logs", source, body); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+		small, large := allocs(bodyOf(10)), allocs(bodyOf(1000))
+		if large > small+100 {
+			t.Errorf("source %q: %.0f allocations for 10 rows, %.0f for 1,000", source, small, large)
+		}
+	}
+}
