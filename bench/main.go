@@ -49,7 +49,9 @@ func main() {
 	blobRows := flag.Int("blob-rows", 2_000_000, "rows of the blob Parquet export figure (0 skips)")
 	blobUnitRows := flag.Int64("blob-unit-rows", 0, "rows per blob unit of the blob figure (0: the sink's default)")
 	blobProfile := flag.String("blob-cpuprofile", "", "write a CPU profile of the blob export to this file")
-	only := flag.String("only", "", "run one section: ingest, scan, sinks, blob, tick, trickle, many, edge, wide or compactwait")
+	icebergRows := flag.Int("iceberg-rows", 1_000_000, "rows of the iceberg sink figure (0 skips)")
+	icebergTicks := flag.Int("iceberg-ticks", 60, "small ticks after the iceberg sink's first export")
+	only := flag.String("only", "", "run one section: ingest, scan, sinks, blob, iceberg, tick, trickle, many, edge, wide or compactwait")
 	flag.Parse()
 	fmt.Printf("machine: %d CPUs, %s/%s, %s\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, time.Now().UTC().Format(time.RFC3339))
 	sections := []struct {
@@ -60,6 +62,7 @@ func main() {
 		{"scan", func() error { return scanBench(*scanRows) }},
 		{"sinks", func() error { return sinkBench(*bin, *minioBin, *sinkRows) }},
 		{"blob", func() error { return blobBench(*blobRows, *blobUnitRows, *blobProfile) }},
+		{"iceberg", func() error { return icebergBench(*icebergRows, *icebergTicks) }},
 		{"tick", func() error { return tickBench(*tickRows) }},
 		{"trickle", func() error { return trickleBench(*bin, *trickleSources, *trickleEvery, *trickleFor) }},
 		{"many", func() error { return manyBench(*bin, *manySources) }},
@@ -71,7 +74,7 @@ func main() {
 		if *only != "" && *only != s.name {
 			continue
 		}
-		if (s.name == "sinks" && *sinkRows == 0) || (s.name == "blob" && *blobRows == 0) || (s.name == "tick" && *tickRows == 0) ||
+		if (s.name == "sinks" && *sinkRows == 0) || (s.name == "blob" && *blobRows == 0) || (s.name == "iceberg" && *icebergRows == 0) || (s.name == "tick" && *tickRows == 0) ||
 			(s.name == "trickle" && *trickleSources == 0) || (s.name == "many" && *manySources == 0) || (s.name == "edge" && edge.conns == 0) ||
 			(s.name == "wide" && *wideFields == 0) || (s.name == "compactwait" && *compactRows == 0) {
 			continue
