@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -578,9 +579,38 @@ func nonNil(s []string) []string {
 	return s
 }
 
+// lakeTables describes an iceberg sink's tables for a query; done removes the copies of
+// files an S3 warehouse needed.
+func lakeTables(ctx context.Context, dir, instance string) ([]query.Table, func(), error) {
+	cfg, err := loadConfig(dir, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := sink.OpenLake(ctx, cfg, instance)
+	if errors.Is(err, sink.ErrUnknownSink) || errors.Is(err, sink.ErrNotIceberg) {
+		return nil, nil, usageError{err}
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	defer l.Close()
+	scratch, err := os.MkdirTemp("", "hyp-query-")
+	if err != nil {
+		return nil, nil, err
+	}
+	done := func() { os.RemoveAll(scratch) }
+	tfs, err := l.Tables(ctx, scratch)
+	if err != nil {
+		done()
+		return nil, nil, err
+	}
+	return query.FromLake(l.Namespace(), tfs), done, nil
+}
+
 func queryCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "query", Short: "Query the cache"}
 	var opts query.Options
+	var sinkName string
 	sql := &cobra.Command{
 		Use:   "sql \"SELECT ...\"",
 		Short: "Read-only SQL over the cache; each dataset is a table",
@@ -595,12 +625,22 @@ func queryCmd(g *globals) *cobra.Command {
 			default:
 				return usagef("--format must be table, json, jsonl or csv, not %q", opts.Format)
 			}
-			_, v, err := view(cmd.Context(), dir)
-			if err != nil {
-				return err
+			var tables []query.Table
+			if sinkName != "" {
+				t, done, err := lakeTables(cmd.Context(), dir, sinkName)
+				if err != nil {
+					return err
+				}
+				defer done()
+				tables = t
+			} else {
+				_, v, err := view(cmd.Context(), dir)
+				if err != nil {
+					return err
+				}
+				defer v.Release()
+				tables = query.FromCache(v)
 			}
-			defer v.Release()
-			tables := query.FromCache(v)
 			out := bufio.NewWriterSize(os.Stdout, 1<<16)
 			defer out.Flush()
 			if err := query.Run(cmd.Context(), tables, a[0], opts, out); err != nil {
@@ -615,6 +655,7 @@ func queryCmd(g *globals) *cobra.Command {
 	}
 	sql.Flags().StringVar(&opts.Format, "format", "table", "table, json, jsonl or csv")
 	sql.Flags().BoolVar(&opts.Internal, "internal", false, "expose _hyp_ingest_seq, _hyp_ingested_at and _hyp_partition")
+	sql.Flags().StringVar(&sinkName, "sink", "", "run the SQL over this iceberg sink's tables instead of the cache")
 
 	var schemaJSON bool
 	schema := &cobra.Command{

@@ -207,6 +207,17 @@ func TestIcebergSinkExactlyOnceAcrossKillNine(t *testing.T) {
 		}
 		d.stop(t)
 	}
+
+	// The same read-only SQL runs over the sink's table: every row there once, the gateway
+	// and source columns filled.
+	res := queryJSON(t, home, "SELECT count(*) AS n, count(DISTINCT id) AS d, count(DISTINCT _hyp_source) AS s, min(_hyp_partition) AS p FROM logs WHERE _hyp_gateway IS NOT NULL", "--sink", "lake", "--internal")
+	if want := len(f.want["logs"]); len(res) != 1 || fmt.Sprint(res[0]["n"]) != fmt.Sprint(want) || fmt.Sprint(res[0]["d"]) != fmt.Sprint(want) ||
+		fmt.Sprint(res[0]["s"]) != "2" || res[0]["p"] != "hyp.logs" {
+		t.Fatalf("query --sink lake: %v, want %d distinct rows from 2 sources", res, want)
+	}
+	if r := runHyp(t, home, time.Minute, "query", "sql", "SELECT 1", "--sink", "nosuch"); r.code != 2 {
+		t.Errorf("query --sink nosuch: %s, want exit 2", r)
+	}
 }
 
 func TestIcebergSinkConfigErrors(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/config"
 	"github.com/hyp-project/hyp/internal/lake"
 	"github.com/hyp-project/hyp/internal/partition"
 	"github.com/hyp-project/hyp/internal/watermark"
@@ -33,15 +34,34 @@ type lakeSink struct {
 
 // newLakeSink keeps what opening the catalog needs; lake.Open checks it.
 func newLakeSink(x *instance, unitRows int64) (*lakeSink, limits) {
-	c := x.cfg
 	lim := blobLimits // a unit is a data file, as for blob sinks
 	if unitRows > 0 {
 		lim.rows = unitRows
 	}
-	return &lakeSink{opts: lake.Options{
+	return &lakeSink{opts: lakeOptions(x.cfg, x.gateway)}, lim
+}
+
+func lakeOptions(c config.Sink, gateway string) lake.Options {
+	return lake.Options{
 		Catalog: c.Catalog.Type, URI: c.Catalog.URI, Warehouse: c.Warehouse, Namespace: c.Namespace, PartitionBy: c.PartitionBy,
-		Region: c.S3.Region, Endpoint: c.S3.Endpoint, PathStyle: c.S3.ForcePathStyle, Gateway: x.gateway,
-	}}, lim
+		Region: c.S3.Region, Endpoint: c.S3.Endpoint, PathStyle: c.S3.ForcePathStyle, Gateway: gateway,
+	}
+}
+
+// ErrNotIceberg is OpenLake's answer for a sink instance that is not an iceberg sink.
+var ErrNotIceberg = errors.New("not an iceberg sink")
+
+// OpenLake opens the catalog of cfg's iceberg sink instance for reading (`query sql
+// --sink`): ErrUnknownSink or ErrNotIceberg when the config has no such sink.
+func OpenLake(ctx context.Context, cfg *config.Config, instance string) (*lake.Lake, error) {
+	sc, ok := cfg.Sinks[instance]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownSink, instance)
+	}
+	if sc.Type != "iceberg" {
+		return nil, fmt.Errorf("sink %q is a %s sink: %w", instance, sc.Type, ErrNotIceberg)
+	}
+	return lake.Open(ctx, lakeOptions(sc, ""))
 }
 
 func (s *lakeSink) open(ctx context.Context) (*lake.Lake, error) {
