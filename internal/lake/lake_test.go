@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -394,5 +395,19 @@ func TestS3Warehouse(t *testing.T) {
 	}
 	if keys := m.List(t, "lake", "tables/"); len(keys) == 0 {
 		t.Errorf("nothing in the bucket")
+	}
+	// A query over the table reads local copies of its S3 files.
+	scratch := t.TempDir()
+	tfs, err := l.Tables(ctx, scratch)
+	if err != nil || len(tfs) != 1 || tfs[0].Dataset != "logs" || len(tfs[0].Files) != len(files) {
+		t.Fatalf("Tables = %+v, %v; want logs with %d files", tfs, err, len(files))
+	}
+	for _, f := range tfs[0].Files {
+		if st, err := os.Stat(f); err != nil || st.Size() == 0 || !strings.HasPrefix(f, scratch) {
+			t.Errorf("local copy %s: %v", f, err)
+		}
+	}
+	if _, ok := tfs[0].FieldIDs["_hyp_ingest_seq"]; !ok {
+		t.Errorf("no field id for _hyp_ingest_seq: %v", tfs[0].FieldIDs)
 	}
 }
