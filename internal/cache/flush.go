@@ -265,7 +265,9 @@ func (s *stream) finish(ctx context.Context) error {
 	return s.gen.commitAppend(ctx, s.tx, s.maxSeq)
 }
 
-// abort stops the stream without committing; iceberg-go removes the file it was writing.
+// abort stops the stream without committing. A data file it completed stays unreferenced;
+// its rows are still in the log (the segment stays pending), and at a restart the recovery
+// of unreferenced files (recover.go) adds it back only if no replay stored those seqs first.
 func (s *stream) abort() { s.end() }
 
 // end closes the stream's input and waits for its append to return.
