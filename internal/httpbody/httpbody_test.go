@@ -31,31 +31,12 @@ func FuzzReadBody(f *testing.F) {
 	f.Add([]byte("not gzip"), true, uint16(100), uint16(100))
 	f.Add([]byte{}, true, uint16(1), uint16(0))
 	f.Fuzz(func(t *testing.T, body []byte, compressed bool, limit, budget uint16) {
-		max := int64(limit) + 1
-		b, err := NewBudget(int64(budget) + 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []byte
-		var rerr *Error
-		h, err := Guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			var buf *bytes.Buffer
-			if buf, rerr = Read(r, max, &Error{Status: http.StatusRequestEntityTooLarge, Kind: "too_large"}); rerr == nil {
-				got = bytes.Clone(buf.Bytes())
-				Release(buf)
-			}
-		}), b, Pace{Grace: time.Minute, MinRate: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := httptest.NewRequest(http.MethodPost, "/v1/ingest/logs", bytes.NewReader(body))
+		encoding := ""
 		if compressed {
-			r.Header.Set("Content-Encoding", "gzip")
+			encoding = "gzip"
 		}
-		h.ServeHTTP(httptest.NewRecorder(), r)
-		if b.Held() != 0 {
-			t.Fatalf("the budget still holds %d bytes after the request", b.Held())
-		}
+		max := int64(limit) + 1
+		got, rerr, b := readGuarded(t, body, encoding, max, int64(budget)+1)
 		want := body
 		if compressed && len(body) > 0 {
 			zr, err := gzip.NewReader(bytes.NewReader(body))
@@ -115,4 +96,33 @@ func TestReadDoesNotAllocateDeclaredLength(t *testing.T) {
 	if perRun := (after.TotalAlloc - before.TotalAlloc) / runs; perRun > 64<<10 {
 		t.Fatalf("a 3-byte body declaring %d bytes allocated %d bytes per read", declared, perRun)
 	}
+}
+
+// readGuarded reads body, sent with the given Content-Encoding, through Guard and Read with
+// a body limit and a budget, as a handler would, and checks that the budget is given back.
+func readGuarded(t *testing.T, body []byte, encoding string, max, budget int64) (got []byte, rerr *Error, b *Budget) {
+	t.Helper()
+	b, err := NewBudget(budget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := Guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var buf *bytes.Buffer
+		if buf, rerr = Read(r, max, &Error{Status: http.StatusRequestEntityTooLarge, Kind: "too_large"}); rerr == nil {
+			got = bytes.Clone(buf.Bytes())
+			Release(buf)
+		}
+	}), b, Pace{Grace: time.Minute, MinRate: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest(http.MethodPost, "/v1/ingest/logs", bytes.NewReader(body))
+	if encoding != "" {
+		r.Header.Set("Content-Encoding", encoding)
+	}
+	h.ServeHTTP(httptest.NewRecorder(), r)
+	if b.Held() != 0 {
+		t.Fatalf("the budget still holds %d bytes after the request", b.Held())
+	}
+	return got, rerr, b
 }

@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -117,28 +116,7 @@ func FuzzReadZstdBody(f *testing.F) {
 	defer ref.Close()
 	f.Fuzz(func(t *testing.T, body []byte, limit, budget uint16) {
 		max := int64(limit) + 1
-		b, err := NewBudget(int64(budget) + 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []byte
-		var rerr *Error
-		h, err := Guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			var buf *bytes.Buffer
-			if buf, rerr = Read(r, max, &Error{Status: http.StatusRequestEntityTooLarge, Kind: "too_large"}); rerr == nil {
-				got = bytes.Clone(buf.Bytes())
-				Release(buf)
-			}
-		}), b, Pace{Grace: time.Minute, MinRate: 1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := httptest.NewRequest(http.MethodPost, "/v1/ingest/logs", bytes.NewReader(body))
-		r.Header.Set("Content-Encoding", "zstd")
-		h.ServeHTTP(httptest.NewRecorder(), r)
-		if b.Held() != 0 {
-			t.Fatalf("the budget still holds %d bytes after the request", b.Held())
-		}
+		got, rerr, b := readGuarded(t, body, "zstd", max, int64(budget)+1)
 		if rerr == nil && int64(len(got)) > max {
 			t.Fatalf("returned %d bytes, over the %d-byte limit", len(got), max)
 		}
