@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -15,6 +16,17 @@ import (
 func openTest(t *testing.T, dir string) *Cache {
 	t.Helper()
 	c, err := Open(context.Background(), dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// openAt opens a cache in a new directory whose clock reads *clock, so a test moves time
+// by assigning to it.
+func openAt(t *testing.T, clock *time.Time) *Cache {
+	t.Helper()
+	c, err := Open(context.Background(), t.TempDir(), Options{Now: func() time.Time { return *clock }})
 	if err != nil {
 		t.Fatal(err)
 	}

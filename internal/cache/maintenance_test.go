@@ -165,10 +165,7 @@ func TestPruneHoldsForFloorAndReportsForcedGap(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 1, 10, 0, 0, 0, 0, time.UTC)
 	clock := now.Add(-5 * 24 * time.Hour)
-	c, err := Open(ctx, t.TempDir(), Options{Now: func() time.Time { return clock }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := openAt(t, &clock)
 	defer c.Close(ctx)
 	old := ingestN(t, c, "a", 0, 10) // 5 days old
 	c.Flush(ctx)
@@ -484,10 +481,7 @@ func TestFlushesGoOnWhilePruneWrites(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 1, 10, 0, 0, 0, 0, time.UTC)
 	clock := now.Add(-5 * 24 * time.Hour)
-	c, err := Open(ctx, t.TempDir(), Options{Now: func() time.Time { return clock }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := openAt(t, &clock)
 	defer c.Close(ctx)
 	ingestN(t, c, "a", 0, 10) // 5 days old, pruned
 	old := ingestN(t, c, "a", 10, 10)

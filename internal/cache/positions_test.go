@@ -12,10 +12,7 @@ func TestPositions(t *testing.T) {
 	ctx := context.Background()
 	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	clock := base
-	c, err := Open(ctx, t.TempDir(), Options{Now: func() time.Time { return clock }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := openAt(t, &clock)
 	defer c.Close(ctx)
 	// Three flushes of 100 rows, an hour apart: three files.
 	var batches []Result
@@ -143,10 +140,7 @@ func TestPositionsAcrossRowGroups(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	t1 := t0.Add(time.Hour)
 	clock := t0
-	c, err := Open(ctx, t.TempDir(), Options{Now: func() time.Time { return clock }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := openAt(t, &clock)
 	defer c.Close(ctx)
 	const firstBatch, total = 70_000, 150_000
 	ingestN(t, c, "a", 0, firstBatch)
