@@ -1158,14 +1158,7 @@ func TestKillNineAtEveryUnitStep(t *testing.T) {
 			d := startHypDaemon(t, home, addr, "HYP_FAILPOINT="+where)
 			where += " running " + cmp.Or(tc.instance, "every sink")
 			feed(70)
-			_, r := sinkRun(t, home, tc.instance, time.Minute)
-			if r.code == 0 {
-				t.Fatalf("%s: sink run succeeded although the daemon should have died: %s", where, r)
-			}
-			st := d.waitExit(t, 30*time.Second)
-			if ws, ok := st.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-				t.Fatalf("%s: daemon ended with %v, want killed by SIGKILL at the failpoint\n%s", where, st, d.out)
-			}
+			runIntoFailpoint(t, home, tc.instance, where, d)
 			d = startHypDaemon(t, home, addr)
 			feed(40) // new rows arrive before the retry
 			f.take()
@@ -1561,5 +1554,18 @@ func TestBrokenSinkConfig(t *testing.T) {
 	r := runHyp(t, home, time.Minute, "daemon")
 	if r.code != 1 || !strings.Contains(r.stderr, missing) {
 		t.Fatalf("daemon with a broken sink: %s", r)
+	}
+}
+
+// runIntoFailpoint runs instance's export on a daemon started with HYP_FAILPOINT=where and
+// checks that the daemon died there, killed by SIGKILL, without answering the run.
+func runIntoFailpoint(t *testing.T, home, instance, where string, d *hypProc) {
+	t.Helper()
+	if _, r := sinkRun(t, home, instance, time.Minute); r.code == 0 {
+		t.Fatalf("%s: sink run succeeded although the daemon should have died: %s", where, r)
+	}
+	ps := d.waitExit(t, 30*time.Second)
+	if ws, ok := ps.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("%s: daemon ended with %v, want killed by SIGKILL at the failpoint\n%s", where, ps, d.out)
 	}
 }
