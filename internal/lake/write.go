@@ -29,6 +29,7 @@ const (
 type Batch struct {
 	Unit    Unit
 	Source  string // the partition's source, every row's _hyp_source
+	Gateway string // every row's _hyp_gateway; empty means the Lake's own gateway
 	Records []arrow.RecordBatch
 }
 
@@ -343,7 +344,11 @@ func (l *Lake) project(sc *iceberg.Schema, b Batch) ([]arrow.RecordBatch, error)
 				return fail(err)
 			}
 		}
-		for _, c := range []struct{ name, value string }{{SourceColumn, b.Source}, {GatewayColumn, l.gw}} {
+		gw := b.Gateway
+		if gw == "" {
+			gw = l.gw
+		}
+		for _, c := range []struct{ name, value string }{{SourceColumn, b.Source}, {GatewayColumn, gw}} {
 			a := constString(c.value, int(n))
 			built = append(built, a)
 			if err := field(c.name, arrow.BinaryTypes.String, a); err != nil {

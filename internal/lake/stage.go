@@ -1,0 +1,148 @@
+package lake
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+	"github.com/google/uuid"
+)
+
+// Staging splits a commit in two for `hyp server` in cluster mode (SPEC 5): any replica
+// writes a chunk's rows as data files of the table, durable but referenced by no snapshot,
+// and records them elsewhere (PostgreSQL); later the one committer adds every recorded file
+// of a table in one snapshot. The files are written with the table's field ids, so the
+// commit reads only their footers and never rewrites them.
+
+// StagedFile is one data file Stage wrote.
+type StagedFile struct {
+	Path  string
+	Rows  int64
+	Bytes int64
+}
+
+// Stage writes the batch's rows as data files of the dataset's table (creating the table or
+// growing its schema first, as Commit does) and commits nothing. Each call writes files of
+// new names, so a write cut short and retried never overwrites a file some record names;
+// a file nothing records is an orphan for maintenance to remove.
+func (l *Lake) Stage(ctx context.Context, dataset string, b Batch) ([]StagedFile, error) {
+	tbl, err := l.prepare(ctx, dataset, []Batch{b})
+	if err != nil {
+		return nil, err
+	}
+	recs, err := l.project(tbl.Schema(), b)
+	if err != nil {
+		return nil, fmt.Errorf("stage %s %d-%d: %w", b.Unit.Partition, b.Unit.First, b.Unit.Last, err)
+	}
+	var out []StagedFile
+	for len(recs) > 0 {
+		n := 1
+		for n < len(recs) && recs[n].Schema().Equal(recs[0].Schema()) {
+			n++
+		}
+		files, err := writeRun(ctx, tbl, recs[:n], uuid.New())
+		recs = recs[n:]
+		if err != nil {
+			for _, r := range recs {
+				r.Release()
+			}
+			return nil, fmt.Errorf("stage %s %d-%d in %s: %w", b.Unit.Partition, b.Unit.First, b.Unit.Last, tbl.Location(), err)
+		}
+		for _, f := range files {
+			out = append(out, StagedFile{Path: f.FilePath(), Rows: f.Count(), Bytes: f.FileSizeBytes()})
+		}
+	}
+	return out, nil
+}
+
+// StagedCommit is one snapshot of staged files.
+type StagedCommit struct {
+	Dataset string
+	ID      string // names the commit in hyp.commit-id; decided before the commit
+	// Base is the table's head when the commit was decided, as in Commit: the files are
+	// added only if no snapshot after it carries ID.
+	Base  int64
+	Paths []string
+	Units []Unit // what the files hold, recorded in hyp.units
+}
+
+// CommitStaged adds staged files to the dataset's table in one snapshot, unless a snapshot
+// after c.Base already carries c.ID (Result.Already).
+func (l *Lake) CommitStaged(ctx context.Context, c StagedCommit) (Result, error) {
+	tbl, err := l.load(ctx, c.Dataset)
+	if err != nil {
+		return Result{}, err
+	}
+	if tbl == nil {
+		return Result{}, fmt.Errorf("commit staged files to %s.%s: the table does not exist", l.ns[0], c.Dataset)
+	}
+	if committedIn(tbl.Metadata(), c.ID, c.Base) {
+		return Result{Already: true}, nil
+	}
+	fsys, err := tbl.FS(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("commit staged files to %s.%s: %w", l.ns[0], c.Dataset, err)
+	}
+	var res Result
+	files := make([]iceberg.DataFile, 0, len(c.Paths))
+	for _, p := range c.Paths {
+		// The current schema holds every field the file's schema had: schemas only grow.
+		df, err := table.FileToDataFile(ctx, fsys, p, tbl.Schema(), tbl.Spec(), 0, tbl.Properties())
+		if err != nil {
+			return Result{}, fmt.Errorf("staged file %s: %w", p, err)
+		}
+		files = append(files, df)
+		res.Files++
+		res.Rows += df.Count()
+		res.Bytes += df.FileSizeBytes()
+	}
+	uj, err := json.Marshal(c.Units)
+	if err != nil {
+		return Result{}, err
+	}
+	props := iceberg.Properties{PropGateway: l.gw, PropCommitID: c.ID, PropUnits: string(uj)}
+	snap, already, err := l.addFiles(ctx, tbl, c.Dataset, c.ID, c.Base, files, props)
+	if already {
+		return Result{Already: true}, err
+	}
+	res.Snapshot = snap
+	return res, err
+}
+
+// addFiles commits files in one snapshot pinned to the head it checked for id, re-reading
+// the head and looking for id again after every conflict (see Commit for why a commit is
+// never replayed onto a head it has not checked).
+func (l *Lake) addFiles(ctx context.Context, tbl *table.Table, dataset, id string, base int64, files []iceberg.DataFile, props iceberg.Properties) (snapshot int64, already bool, err error) {
+	for attempt := 1; ; attempt++ {
+		tx := tbl.NewTransaction()
+		if err := tx.AssertRefSnapshotID(table.MainBranch); err != nil {
+			return 0, false, err
+		}
+		// The duplicate check reads every manifest of the table; the markers make it
+		// unnecessary, since a file name belongs to one commit.
+		if err := tx.AddDataFiles(ctx, files, props, table.WithoutDuplicateCheck()); err != nil {
+			return 0, false, fmt.Errorf("stage commit to %s.%s: %w", l.ns[0], dataset, err)
+		}
+		next, err := tx.Commit(ctx)
+		if err == nil {
+			return headOf(next), false, nil
+		}
+		if !conflict(err) {
+			return 0, false, fmt.Errorf("commit to %s.%s: %w", l.ns[0], dataset, err)
+		}
+		if attempt >= commitAttempts {
+			return 0, false, fmt.Errorf("commit to %s.%s: %w after %d attempts: %v", l.ns[0], dataset, ErrGaveUp, attempt, err)
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return 0, false, err
+		}
+		if tbl, err = l.load(ctx, dataset); err != nil {
+			return 0, false, err
+		}
+		if committedIn(tbl.Metadata(), id, base) {
+			return 0, true, nil
+		}
+	}
+}

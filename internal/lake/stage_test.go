@@ -1,0 +1,100 @@
+package lake
+
+import (
+	"context"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// TestStagedFilesCommitOnce: files staged by two replicas for two gateways (each batch
+// straddles midnight, so each stage writes a file per day) are committed in one snapshot
+// that names the sending gateways in _hyp_gateway; committing the same id again adds
+// nothing, and a staged file nobody commits stays out of the table.
+func TestStagedFilesCommitOnce(t *testing.T) {
+	ctx := context.Background()
+	a, o := openLake(t, "sql", "day", "cluster")
+	b, err := Open(ctx, o) // a second replica on the same catalog
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+
+	ba := batch(t, "gateway=gw-a/source=api", 1, 5, arrow.PrimitiveTypes.Int64)
+	ba.Gateway = "gw-a"
+	bb := batch(t, "gateway=gw-b/source=api", 1, 7, arrow.BinaryTypes.String) // n as text: a sibling column
+	bb.Gateway = "gw-b"
+	fa, err := a.Stage(ctx, "logs", ba)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb, err := b.Stage(ctx, "logs", bb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan, err := b.Stage(ctx, "logs", bb) // a replica that died before recording its files
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fa) != 2 || len(fb) != 2 {
+		t.Fatalf("staged %d and %d files, want 2 each (one per day)", len(fa), len(fb))
+	}
+	var paths []string
+	for _, f := range append(fa, fb...) {
+		paths = append(paths, f.Path)
+	}
+	for _, f := range orphan {
+		for _, p := range paths {
+			if p == f.Path {
+				t.Fatalf("a second stage reused the name %s", p)
+			}
+		}
+	}
+	units := []Unit{ba.Unit, bb.Unit}
+	c := StagedCommit{Dataset: "logs", ID: CommitID("cluster", units), Paths: paths, Units: units}
+	res, err := a.CommitStaged(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Already || res.Rows != 12 || res.Files != 4 {
+		t.Fatalf("commit = %+v, want 12 rows in 4 files", res)
+	}
+	again, err := b.CommitStaged(ctx, c) // the committer's successor resolving the same intent
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.Already {
+		t.Fatalf("the same commit id was committed twice: %+v", again)
+	}
+	files, rows := liveFiles(t, a)
+	if rows != 12 || len(files) != 4 {
+		t.Fatalf("table holds %d rows in %d files, want 12 in 4", rows, len(files))
+	}
+	for p, n := range files {
+		if n != 1 {
+			t.Errorf("%s referenced %d times", p, n)
+		}
+	}
+	tbl, err := a.load(ctx, "logs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gws := map[string]int64{}
+	_, recs, err := tbl.Scan().ToArrowRecords(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rec, err := range recs {
+		if err != nil {
+			t.Fatal(err)
+		}
+		col := rec.Column(rec.Schema().FieldIndices(GatewayColumn)[0])
+		for i := 0; i < col.Len(); i++ {
+			gws[col.ValueStr(i)]++
+		}
+		rec.Release()
+	}
+	if gws["gw-a"] != 5 || gws["gw-b"] != 7 || len(gws) != 2 {
+		t.Fatalf("_hyp_gateway counts %v, want gw-a 5, gw-b 7", gws)
+	}
+}
