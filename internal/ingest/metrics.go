@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hyp-project/hyp/internal/httpbody"
+	"github.com/hyp-project/hyp/internal/promreg"
 )
 
 type metrics struct {
@@ -59,14 +60,8 @@ func newMetrics(reg prometheus.Registerer, budget *httpbody.Budget) (*metrics, e
 			Help: "The listener's budget of request-body bytes held at once.",
 		}, func() float64 { return float64(budget.Limit()) }))
 	}
-	for i, c := range collectors {
-		if err := reg.Register(c); err != nil {
-			// Leave the registry as it was, so the caller can retry or carry on without us.
-			for _, done := range collectors[:i] {
-				reg.Unregister(done)
-			}
-			return nil, fmt.Errorf("ingest: registering metrics: %w", err)
-		}
+	if err := promreg.Register(reg, collectors...); err != nil {
+		return nil, fmt.Errorf("ingest: registering metrics: %w", err)
 	}
 	return m, nil
 }

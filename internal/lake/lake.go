@@ -120,12 +120,12 @@ func Open(ctx context.Context, o Options) (*Lake, error) {
 			return nil, err
 		}
 		if l.db, err = sql.Open(driver, dsn); err != nil {
-			return nil, fmt.Errorf("catalog %s: %w", redact(o.URI), err)
+			return nil, fmt.Errorf("catalog %s: %w", Redact(o.URI), err)
 		}
 		cat, err := sqlcat.NewCatalog(CatalogName, l.db, dialect, props)
 		if err != nil {
 			l.db.Close()
-			return nil, fmt.Errorf("catalog %s: %w", redact(o.URI), err)
+			return nil, fmt.Errorf("catalog %s: %w", Redact(o.URI), err)
 		}
 		l.cat = cat
 	case "hadoop":
@@ -162,11 +162,11 @@ func sqlSource(uri string) (driver string, dialect sqlcat.SupportedDialect, dsn 
 	case strings.HasPrefix(uri, "postgres://"), strings.HasPrefix(uri, "postgresql://"):
 		return "pgx", sqlcat.Postgres, uri, nil
 	}
-	return "", "", "", fmt.Errorf("catalog uri %s: want postgres://... or sqlite:///path", redact(uri))
+	return "", "", "", fmt.Errorf("catalog uri %s: want postgres://... or sqlite:///path", Redact(uri))
 }
 
-// redact hides a password in a catalog URI before it reaches a message.
-func redact(uri string) string {
+// Redact hides a password in a catalog URI before it reaches a message.
+func Redact(uri string) string {
 	u, err := url.Parse(uri)
 	if err != nil || u.User == nil {
 		return uri

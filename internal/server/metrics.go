@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyp-project/hyp/internal/promreg"
 )
 
 type metrics struct {
@@ -33,14 +35,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return m, nil
 	}
 	collectors := []prometheus.Collector{m.rows, m.requests, m.rejected}
-	for i, c := range collectors {
-		if err := reg.Register(c); err != nil {
-			// Leave the registry as it was, so the caller can retry or carry on without us.
-			for _, done := range collectors[:i] {
-				reg.Unregister(done)
-			}
-			return nil, fmt.Errorf("server: registering metrics: %w", err)
-		}
+	if err := promreg.Register(reg, collectors...); err != nil {
+		return nil, fmt.Errorf("server: registering metrics: %w", err)
 	}
 	return m, nil
 }

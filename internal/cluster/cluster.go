@@ -1,0 +1,185 @@
+// Package cluster owns `hyp server`'s cluster mode (SPEC 5): the state every replica shares
+// in one PostgreSQL database — the ledger of stored seqs, the staged data files, the commit
+// intents, the replicas' heartbeats — the storing of a chunk durably outside the replica, and
+// the one committer that turns staged files into Iceberg snapshots.
+//
+// A chunk is stored in one PostgreSQL transaction that holds an advisory lock on its
+// (gateway, dataset, partition): the ledger is read, the rows it lacks are written to the
+// warehouse as staged data files, and the files and the chunk's span are recorded. Only the
+// transaction's commit makes a row stored; a replica that dies before it leaves files nothing
+// records (orphans, removed by maintenance) and the sender's retry stores the rows again.
+//
+// The committer is whichever replica holds a session advisory lock; PostgreSQL releases it
+// when that replica's connection ends, and another replica takes it. A commit is decided in
+// PostgreSQL first (an intent naming its files and the table's head) and made in the lake
+// second, so a successor finds every undecided or unfinished commit and resolves it by the
+// commit id in the table (internal/lake) instead of committing it again.
+//
+// The package never acknowledges anything (the caller answers the sender once Store returns),
+// never deletes a staged file, and never commits a file twice.
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyp-project/hyp/internal/lake"
+)
+
+// Options configure Open.
+type Options struct {
+	Postgres       string // postgres:// URI of the shared database
+	Lake           lake.Options
+	CommitInterval time.Duration
+	// Addr is where this replica listens, shown by `hyp server status`.
+	Addr       string
+	Registerer prometheus.Registerer // nil leaves the metrics unregistered
+	Logger     *slog.Logger          // nil means slog.Default()
+}
+
+// heartbeat is how often a replica records that it is alive; a replica silent for
+// staleAfter is shown as gone.
+const (
+	heartbeat  = 2 * time.Second
+	staleAfter = 5 * heartbeat
+)
+
+// Cluster is one replica's view of the shared state.
+type Cluster struct {
+	pool     *pgxpool.Pool
+	lake     *lake.Lake
+	id       string
+	addr     string
+	interval time.Duration
+	log      *slog.Logger
+	metrics  *metrics
+	started  time.Time
+
+	committer atomic.Bool
+}
+
+// Open connects to PostgreSQL (creating hyp's tables when missing) and to the lake's catalog.
+func Open(ctx context.Context, o Options) (*Cluster, error) {
+	if o.CommitInterval <= 0 {
+		return nil, fmt.Errorf("cluster: commit_interval must be positive, got %v", o.CommitInterval)
+	}
+	pc, err := pgxpool.ParseConfig(o.Postgres)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: postgres %s: %w", lake.Redact(o.Postgres), err)
+	}
+	id := replicaID()
+	pc.ConnConfig.RuntimeParams["application_name"] = "hyp-server " + id
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: postgres %s: %w", lake.Redact(o.Postgres), err)
+	}
+	if err := migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	l, err := lake.Open(ctx, o.Lake)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("cluster: lake: %w", err)
+	}
+	m, err := newMetrics(o.Registerer)
+	if err != nil {
+		l.Close()
+		pool.Close()
+		return nil, err
+	}
+	c := &Cluster{pool: pool, lake: l, id: id, addr: o.Addr, interval: o.CommitInterval, log: o.Logger, metrics: m, started: time.Now()}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	return c, nil
+}
+
+// Close releases the database and the catalog; Run must have returned.
+func (c *Cluster) Close() error {
+	c.pool.Close()
+	return c.lake.Close()
+}
+
+// ID names this replica in PostgreSQL and in `hyp server status`.
+func (c *Cluster) ID() string { return c.id }
+
+// replicaID is unique per process: a restarted replica is a new one, and the old one's
+// heartbeat ages out.
+func replicaID() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// schema is hyp's tables in the shared database. Ledger intervals are inclusive seq spans per
+// (gateway, dataset, partition); a staged file belongs to at most one commit, and is
+// committed once that commit's committed_at is set.
+const schema = `
+CREATE TABLE IF NOT EXISTS hyp_ledger (
+	gateway text NOT NULL, dataset text NOT NULL, part text NOT NULL,
+	lo bigint NOT NULL, hi bigint NOT NULL,
+	PRIMARY KEY (gateway, dataset, part, lo));
+CREATE TABLE IF NOT EXISTS hyp_commits (
+	id text PRIMARY KEY, dataset text NOT NULL, base bigint NOT NULL,
+	decided_at timestamptz NOT NULL DEFAULT now(), committed_at timestamptz, snapshot bigint);
+CREATE TABLE IF NOT EXISTS hyp_staged (
+	id bigserial PRIMARY KEY, dataset text NOT NULL, gateway text NOT NULL, part text NOT NULL,
+	first_seq bigint NOT NULL, last_seq bigint NOT NULL, rows bigint NOT NULL, bytes bigint NOT NULL,
+	path text NOT NULL UNIQUE, replica text NOT NULL, staged_at timestamptz NOT NULL DEFAULT now(),
+	commit_id text REFERENCES hyp_commits(id), committed_at timestamptz);
+CREATE INDEX IF NOT EXISTS hyp_staged_open ON hyp_staged (dataset, id) WHERE committed_at IS NULL;
+CREATE TABLE IF NOT EXISTS hyp_gateways (
+	gateway text PRIMARY KEY, last_seen timestamptz NOT NULL, rows_stored bigint NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS hyp_replicas (
+	id text PRIMARY KEY, addr text NOT NULL, started_at timestamptz NOT NULL, heartbeat timestamptz NOT NULL);
+`
+
+// Advisory lock keys: the first of the two int4 halves says which of hyp's locks it is.
+const (
+	lockSpace     = 0x6879 // "hy"
+	lockMigrate   = 1
+	lockCommitter = 2
+)
+
+// migrate creates the tables once, under a lock: concurrent CREATE ... IF NOT EXISTS of one
+// table can still collide in PostgreSQL's catalogs when replicas start together.
+func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("cluster: connect: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1, $2)`, lockSpace, lockMigrate); err != nil {
+		return fmt.Errorf("cluster: migrate: %w", err)
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1, $2)`, lockSpace, lockMigrate)
+	if _, err := conn.Exec(ctx, schema); err != nil {
+		return fmt.Errorf("cluster: create tables: %w", err)
+	}
+	return nil
+}
+
+// inTx runs fn in a transaction, committed when fn returns nil.
+func (c *Cluster) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	tx, err := c.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		return errors.Join(err, tx.Rollback(context.WithoutCancel(ctx)))
+	}
+	return tx.Commit(ctx)
+}

@@ -1,0 +1,263 @@
+package cluster
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/hyp-project/hyp/internal/lake"
+)
+
+// maxCommitFiles bounds one snapshot, so a backlog after a long outage is committed in
+// steps whose manifests and summaries stay small.
+const maxCommitFiles = 2000
+
+// Run keeps the replica's heartbeat and, while it holds the committer lock, commits staged
+// files every commit interval. It returns when ctx ends.
+func (c *Cluster) Run(ctx context.Context) {
+	beat := time.NewTicker(heartbeat)
+	defer beat.Stop()
+	var lock *pgxpool.Conn // held while this replica is the committer
+	// drop ends the lock's session: a connection handed back to the pool would keep it.
+	drop := func() {
+		lock.Conn().Close(context.WithoutCancel(ctx))
+		lock.Release()
+		lock = nil
+	}
+	defer func() {
+		if lock != nil {
+			drop()
+		}
+	}()
+	nextCommit := time.Now()
+	for {
+		if err := c.beat(ctx); err != nil && ctx.Err() == nil {
+			c.log.Warn("cluster: heartbeat failed", "err", err)
+		}
+		if lock == nil {
+			lock = c.elect(ctx)
+		} else if err := lock.Ping(ctx); err != nil {
+			// The session that held the lock is gone, and with it the lock: another
+			// replica may be committing already.
+			c.log.Warn("cluster: lost the committer lock", "err", err)
+			drop()
+		}
+		c.committer.Store(lock != nil)
+		c.metrics.committer.Set(boolGauge(lock != nil))
+		if lock != nil && !time.Now().Before(nextCommit) {
+			if err := c.CommitStaged(ctx); err != nil && ctx.Err() == nil {
+				c.metrics.commits.WithLabelValues("failed").Inc()
+				c.log.Warn("cluster: commit failed; staged rows stay staged until the next try", "err", err)
+			}
+			nextCommit = time.Now().Add(c.interval)
+		}
+		wait := heartbeat
+		if lock != nil {
+			wait = min(wait, max(time.Until(nextCommit), 0))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// elect tries the committer lock on a connection of its own: a session lock lives as long
+// as that session, so the connection is kept out of the pool while it holds the lock.
+func (c *Cluster) elect(ctx context.Context) *pgxpool.Conn {
+	conn, err := c.pool.Acquire(ctx)
+	if err != nil {
+		return nil
+	}
+	var got bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, $2)`, lockSpace, lockCommitter).Scan(&got); err != nil || !got {
+		conn.Release()
+		return nil
+	}
+	c.log.Info("cluster: this replica is the committer", "replica", c.id)
+	return conn
+}
+
+func (c *Cluster) beat(ctx context.Context) error {
+	_, err := c.pool.Exec(ctx, `INSERT INTO hyp_replicas (id, addr, started_at, heartbeat) VALUES ($1, $2, $3, now())
+		ON CONFLICT (id) DO UPDATE SET heartbeat = now(), addr = $2`, c.id, c.addr, c.started)
+	if err != nil {
+		return err
+	}
+	var staged int64
+	var oldest *time.Time
+	if err := c.pool.QueryRow(ctx, `SELECT coalesce(sum(rows), 0), min(staged_at) FROM hyp_staged WHERE committed_at IS NULL`).Scan(&staged, &oldest); err != nil {
+		return err
+	}
+	c.metrics.staged.Set(float64(staged))
+	lag := 0.0
+	if oldest != nil {
+		lag = time.Since(*oldest).Seconds()
+	}
+	c.metrics.lag.Set(lag)
+	return nil
+}
+
+// CommitStaged resolves every unfinished commit intent, then commits the staged files of
+// each table, at most maxCommitFiles per snapshot. Only the committer calls it.
+//
+// The order matters: an intent is finished before new files are decided, because the lake
+// tells a landed commit by its id only among snapshots after the intent's base.
+func (c *Cluster) CommitStaged(ctx context.Context) error {
+	if err := c.finishIntents(ctx); err != nil {
+		return err
+	}
+	rows, err := c.pool.Query(ctx, `SELECT DISTINCT dataset FROM hyp_staged WHERE commit_id IS NULL`)
+	if err != nil {
+		return fmt.Errorf("list staged datasets: %w", err)
+	}
+	datasets, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("list staged datasets: %w", err)
+	}
+	var errs []error
+	for _, ds := range datasets {
+		for {
+			n, err := c.decide(ctx, ds)
+			if err == nil && n > 0 {
+				err = c.finishIntents(ctx)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("dataset %s: %w", ds, err))
+				break
+			}
+			if n < maxCommitFiles {
+				break
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// decide records a commit intent for up to maxCommitFiles staged files of dataset: their
+// ids name the commit, and the table's head now is its base.
+func (c *Cluster) decide(ctx context.Context, dataset string) (int, error) {
+	base, err := c.lake.Head(ctx, dataset)
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	err = c.inTx(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT id FROM hyp_staged WHERE dataset = $1 AND commit_id IS NULL ORDER BY id LIMIT $2 FOR UPDATE`,
+			dataset, maxCommitFiles)
+		if err != nil {
+			return err
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		n = len(ids)
+		h := sha256.New()
+		h.Write([]byte(dataset))
+		for _, id := range ids {
+			h.Write(binary.BigEndian.AppendUint64(nil, uint64(id)))
+		}
+		commitID := hex.EncodeToString(h.Sum(nil)[:16])
+		if _, err := tx.Exec(ctx, `INSERT INTO hyp_commits (id, dataset, base) VALUES ($1, $2, $3)`, commitID, dataset, base); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE hyp_staged SET commit_id = $1 WHERE id = ANY($2)`, commitID, ids)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("decide a commit: %w", err)
+	}
+	return n, nil
+}
+
+// finishIntents makes every decided commit that is not marked committed: committed in the
+// lake unless a snapshot after its base already carries its id, then marked in PostgreSQL.
+func (c *Cluster) finishIntents(ctx context.Context) error {
+	rows, err := c.pool.Query(ctx, `SELECT id, dataset, base FROM hyp_commits WHERE committed_at IS NULL ORDER BY decided_at`)
+	if err != nil {
+		return fmt.Errorf("list commit intents: %w", err)
+	}
+	type intent struct {
+		id, dataset string
+		base        int64
+	}
+	intents, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (intent, error) {
+		var in intent
+		return in, r.Scan(&in.id, &in.dataset, &in.base)
+	})
+	if err != nil {
+		return fmt.Errorf("list commit intents: %w", err)
+	}
+	for _, in := range intents {
+		sc := lake.StagedCommit{Dataset: in.dataset, ID: in.id, Base: in.base}
+		if err := c.intentFiles(ctx, &sc); err != nil {
+			return err
+		}
+		start := time.Now()
+		res, err := c.lake.CommitStaged(ctx, sc)
+		if err != nil {
+			return fmt.Errorf("commit %s to %s: %w", in.id, in.dataset, err)
+		}
+		if _, err := c.pool.Exec(ctx, `WITH done AS (UPDATE hyp_commits SET committed_at = now(), snapshot = $2 WHERE id = $1)
+			UPDATE hyp_staged SET committed_at = now() WHERE commit_id = $1`, in.id, res.Snapshot); err != nil {
+			return fmt.Errorf("mark commit %s: %w", in.id, err)
+		}
+		result := "committed"
+		if res.Already {
+			result = "already"
+		}
+		c.metrics.commits.WithLabelValues(result).Inc()
+		c.metrics.commitSeconds.Observe(time.Since(start).Seconds())
+		c.log.Info("cluster: committed staged files", "dataset", in.dataset, "commit", in.id, "files", len(sc.Paths), "rows", res.Rows, "already", res.Already)
+	}
+	return nil
+}
+
+// intentFiles fills in the files of a commit and one unit per partition spanning them.
+func (c *Cluster) intentFiles(ctx context.Context, sc *lake.StagedCommit) error {
+	rows, err := c.pool.Query(ctx, `SELECT path, part, first_seq, last_seq, rows FROM hyp_staged WHERE commit_id = $1 ORDER BY id`, sc.ID)
+	if err != nil {
+		return fmt.Errorf("files of commit %s: %w", sc.ID, err)
+	}
+	defer rows.Close()
+	units := map[string]*lake.Unit{}
+	for rows.Next() {
+		var path, part string
+		var first, last, n int64
+		if err := rows.Scan(&path, &part, &first, &last, &n); err != nil {
+			return fmt.Errorf("files of commit %s: %w", sc.ID, err)
+		}
+		sc.Paths = append(sc.Paths, path)
+		u := units[part]
+		if u == nil {
+			u = &lake.Unit{Dataset: sc.Dataset, Partition: part, First: first, Last: last}
+			units[part] = u
+		}
+		u.First, u.Last, u.Rows = min(u.First, first), max(u.Last, last), u.Rows+n
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("files of commit %s: %w", sc.ID, err)
+	}
+	for _, u := range units {
+		sc.Units = append(sc.Units, *u)
+	}
+	sort.Slice(sc.Units, func(i, j int) bool { return sc.Units[i].Partition < sc.Units[j].Partition })
+	return nil
+}
