@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/cluster"
 	"github.com/hyp-project/hyp/internal/config"
 	"github.com/hyp-project/hyp/internal/control"
 	"github.com/hyp-project/hyp/internal/daemon"
@@ -75,10 +76,59 @@ func serverCmd(g *globals) *cobra.Command {
 			return daemon.RunServer(cmd.Context(), dir, cfg, o, log, nil)
 		},
 	}
+	cmd.AddCommand(serverStatusCmd(g))
 	cmd.Flags().StringVar(&o.Listen, "listen", "", "address of the forward protocol listener, e.g. 0.0.0.0:18522")
 	cmd.Flags().StringVar(&o.TokenFile, "token-file", "", "file of accepted bearer tokens, one per line")
 	cmd.Flags().Float64Var(&o.RateLimit, "rate-limit", 0, "rows per second admitted across all gateways; above it senders get 429 (0 = no limit)")
 	cmd.Flags().StringVar(&cfgPath, "config", "", "config file (default <home>/hyp.yaml, else embedded defaults)")
+	return cmd
+}
+
+func serverStatusCmd(g *globals) *cobra.Command {
+	var cfgPath string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status --config F",
+		Short: "Cluster mode: replicas, the committer, and per gateway rows stored, staged and commit lag",
+		Args:  args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			dir, err := g.resolve()
+			if err != nil {
+				return err
+			}
+			cfg, err := loadConfig(dir, cfgPath)
+			if err != nil {
+				return err
+			}
+			if cfg.Server.Cluster == nil {
+				return usagef("the config has no server.cluster block: server status is for cluster mode")
+			}
+			r, err := cluster.Status(cmd.Context(), cfg.Server.Cluster.Postgres)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(os.Stdout, r)
+			}
+			committer := r.Committer
+			if committer == "" {
+				committer = "(none)"
+			}
+			fmt.Printf("committer: %s\n\n", committer)
+			tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "REPLICA\tADDR\tALIVE\tLAST HEARTBEAT")
+			for _, rp := range r.Replicas {
+				fmt.Fprintf(tw, "%s\t%s\t%v\t%s\n", rp.ID, rp.Addr, rp.Alive, rp.Heartbeat.UTC().Format(time.RFC3339))
+			}
+			fmt.Fprintln(tw, "\nGATEWAY\tLAST SEEN\tROWS STORED\tROWS STAGED\tCOMMIT LAG")
+			for _, gw := range r.Gateways {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0fs\n", gw.Gateway, gw.LastSeen.UTC().Format(time.RFC3339), gw.RowsStored, gw.RowsStaged, gw.CommitLagSeconds)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&cfgPath, "config", "", "the servers' config file, with server.cluster (default <home>/hyp.yaml)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "machine output")
 	return cmd
 }
 

@@ -48,6 +48,10 @@ type Options struct {
 	Logger     *slog.Logger          // nil means slog.Default()
 }
 
+// appPrefix starts the application_name of a replica's sessions, followed by its id, so
+// Status can name the session holding the committer lock.
+const appPrefix = "hyp-server "
+
 // heartbeat is how often a replica records that it is alive; a replica silent for
 // staleAfter is shown as gone.
 const (
@@ -79,7 +83,7 @@ func Open(ctx context.Context, o Options) (*Cluster, error) {
 		return nil, fmt.Errorf("cluster: postgres %s: %w", lake.Redact(o.Postgres), err)
 	}
 	id := replicaID()
-	pc.ConnConfig.RuntimeParams["application_name"] = "hyp-server " + id
+	pc.ConnConfig.RuntimeParams["application_name"] = appPrefix + id
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("cluster: postgres %s: %w", lake.Redact(o.Postgres), err)
@@ -119,6 +123,8 @@ func (c *Cluster) ID() string { return c.id }
 // heartbeat ages out.
 func replicaID() string {
 	host, _ := os.Hostname()
+	// PostgreSQL keeps 63 bytes of an application_name, which carries the id.
+	host = host[:min(len(host), 32)]
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
@@ -183,3 +189,7 @@ func (c *Cluster) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 	}
 	return tx.Commit(ctx)
 }
+
+// Writer is the name the cluster's commits carry in hyp.gateway, whichever replica makes
+// them: commits to a table come from one committer at a time, as from one writer.
+const Writer = "hyp-cluster"

@@ -30,6 +30,7 @@ type Config struct {
 	Ingest    Ingest          `yaml:"ingest"`
 	Cache     Cache           `yaml:"cache"`
 	Sinks     map[string]Sink `yaml:"sinks"` // keyed by instance name
+	Server    Server          `yaml:"server"`
 	// MemoryLimitBytes is the Go runtime's soft memory limit for the daemon and the server
 	// (0: none): the collector makes its garbage collector work harder near it instead of
 	// letting the heap double, and returns freed memory. GOMEMLIMIT, when set, wins.
@@ -240,7 +241,9 @@ func parse(home, name string, data []byte) (*Config, error) {
 	} else {
 		cfg.Sinks = defaultSinks
 	}
+	probs = append(probs, resolveServer(home, &cfg.Server)...)
 	probs = append(probs, validate(cfg)...)
+	probs = append(probs, validateServer(cfg.Server)...)
 	if len(probs) > 0 {
 		return nil, keys.problems(name, probs)
 	}

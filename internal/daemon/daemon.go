@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/cluster"
 	"github.com/hyp-project/hyp/internal/config"
 	"github.com/hyp-project/hyp/internal/control"
 	"github.com/hyp-project/hyp/internal/home"
@@ -29,6 +30,7 @@ import (
 	"github.com/hyp-project/hyp/internal/ledger"
 	"github.com/hyp-project/hyp/internal/node"
 	"github.com/hyp-project/hyp/internal/server"
+	"github.com/hyp-project/hyp/internal/sink"
 )
 
 // walFlushBytes triggers a flush before the interval when the log grows this large, which
@@ -80,32 +82,77 @@ func RunServer(ctx context.Context, dir string, cfg *config.Config, o ServerOpti
 	if err != nil {
 		return err
 	}
+	sopts := server.Options{Tokens: tokens, MaxBodyBytes: cfg.Ingest.MaxBodyBytes, RateLimit: o.RateLimit, Logger: log}
 	return serve(ctx, dir, cfg, o.Listen, log, ready, func(ctx context.Context, n *node.Node, ingest http.Handler) (http.Handler, func(), error) {
-		if err := os.MkdirAll(filepath.Join(dir, "server"), 0o700); err != nil {
-			return nil, nil, err
+		sopts.Registerer = n.Reg
+		var h http.Handler
+		var closeStore func()
+		var err error
+		if cfg.Server.Cluster != nil {
+			h, closeStore, err = clusterFront(ctx, cfg.Server.Cluster, o.Listen, sopts, n)
+		} else {
+			h, closeStore, err = localFront(ctx, dir, sopts, n)
 		}
-		led, err := ledger.Open(filepath.Join(dir, "server", "ledger.db"))
 		if err != nil {
-			return nil, nil, err
-		}
-		if err := server.Recover(ctx, n.Cache, led); err != nil {
-			led.Close()
-			return nil, nil, fmt.Errorf("recover ledger: %w", err)
-		}
-		h, err := server.NewHandler(n.Cache, led, server.Options{
-			Tokens: tokens, MaxBodyBytes: cfg.Ingest.MaxBodyBytes, RateLimit: o.RateLimit,
-			Registerer: n.Reg, Logger: log,
-		})
-		if err != nil {
-			led.Close()
 			return nil, nil, err
 		}
 		mux := http.NewServeMux()
 		// /metrics comes from the ingest handler, which serves the node's registry.
 		mux.Handle("GET /metrics", ingest)
 		mux.Handle("/", h)
-		return mux, func() { led.Close() }, nil
+		return mux, closeStore, nil
 	})
+}
+
+// localFront is the single-node server: forwarded rows go to the node's cache, deduped by
+// the ledger in <home>/server/ledger.db.
+func localFront(ctx context.Context, dir string, o server.Options, n *node.Node) (http.Handler, func(), error) {
+	if err := os.MkdirAll(filepath.Join(dir, "server"), 0o700); err != nil {
+		return nil, nil, err
+	}
+	led, err := ledger.Open(filepath.Join(dir, "server", "ledger.db"))
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := server.Recover(ctx, n.Cache, led); err != nil {
+		led.Close()
+		return nil, nil, fmt.Errorf("recover ledger: %w", err)
+	}
+	h, err := server.NewHandler(n.Cache, led, o)
+	if err != nil {
+		led.Close()
+		return nil, nil, err
+	}
+	return h, func() { led.Close() }, nil
+}
+
+// clusterFront is one replica of a cluster (SPEC 5): forwarded rows go to the shared
+// PostgreSQL ledger and the lake, and the replica competes for the committer role until the
+// server stops.
+func clusterFront(ctx context.Context, cc *config.Cluster, listen string, o server.Options, n *node.Node) (http.Handler, func(), error) {
+	c, err := cluster.Open(ctx, cluster.Options{
+		Postgres: cc.Postgres, Lake: sink.LakeOptions(cc.Lake, cluster.Writer), CommitInterval: time.Duration(cc.CommitInterval),
+		Addr: listen, Registerer: n.Reg, Logger: o.Logger,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	h, err := server.NewClusterHandler(c, o)
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.Run(runCtx)
+	}()
+	return h, func() {
+		stop()
+		<-done
+		c.Close()
+	}, nil
 }
 
 // errStarting is why /healthz is 503 before the daemon serves.

@@ -124,6 +124,11 @@ type chunk struct {
 	seqs []int64 // each row's sender seq, strictly ascending
 	out  []byte  // the rewritten rows, one per line
 	ends []int   // ends[i] is the end of row i (after its newline) in out
+	// users[i] is where row i's user fields end in out (before the comma or the origin seq
+	// that follows them), for cluster mode, which stages user fields only.
+	users []int
+	// ats[i] is row i's `_hyp_ingested_at` in Unix microseconds, 0 when it had none.
+	ats []int64
 }
 
 // without returns the rows whose held flag is false and how many they are. In the common
@@ -170,6 +175,7 @@ func parseRows(body []byte, first, last int64) (*chunk, *httpbody.Error) {
 	err := jsonrow.Lines(body, func(lineNo int, line []byte) error {
 		var (
 			seq    int64
+			at     int64
 			hasSeq bool
 			kept   int
 			// cursor is where the next field's text starts: just past the '{' or the
@@ -197,14 +203,16 @@ func parseRows(body []byte, first, last int64) (*chunk, *httpbody.Error) {
 					return rowError("bad_ingested_at", "%s must be an RFC 3339 time string, got a %s", cache.IngestedAtColumn, f.Kind)
 				}
 				var err error
+				var ts time.Time
 				if scratch, err = jsonrow.AppendString(scratch[:0], f.Raw); err == nil {
-					_, err = time.Parse(time.RFC3339Nano, string(scratch))
+					ts, err = time.Parse(time.RFC3339Nano, string(scratch))
+					at = ts.UnixMicro()
 				}
 				if err != nil {
 					return rowError("bad_ingested_at", "%s %.60s is not an RFC 3339 time", cache.IngestedAtColumn, f.Raw)
 				}
-			case len(f.Key) == 0:
-				return rowError("bad_field", "empty field name")
+			case cache.CheckFieldName(f.Key) != "":
+				return rowError("bad_field", "%s", cache.CheckFieldName(f.Key))
 			case cache.Internal(string(f.Key)):
 				return rowError("reserved_field", "field %q uses the reserved prefix %s", f.Key, cache.InternalPrefix)
 			default:
@@ -231,6 +239,8 @@ func parseRows(body []byte, first, last int64) (*chunk, *httpbody.Error) {
 			return atLine(lineNo, rowError("bad_seq_range", "%s %d is above the declared range %d-%d", cache.SeqColumn, seq, first, last))
 		}
 		prev, lastLine = seq, lineNo
+		c.users = append(c.users, len(c.out))
+		c.ats = append(c.ats, at)
 		if kept > 0 {
 			c.out = append(c.out, ',')
 		}

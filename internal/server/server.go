@@ -93,12 +93,10 @@ type Options struct {
 }
 
 type handler struct {
-	store   Store
-	led     *ledger.Ledger
+	keeper  keeper
 	tokens  []token
 	maxBody int64
 	limit   *bucket // nil when there is no rate limit
-	locks   keyLocks
 	log     *slog.Logger
 	metrics *metrics
 }
@@ -109,6 +107,10 @@ func NewHandler(store Store, led *ledger.Ledger, o Options) (http.Handler, error
 	if store == nil || led == nil {
 		return nil, errors.New("server: nil store or ledger")
 	}
+	return newHandler(&localKeeper{store: store, led: led}, o)
+}
+
+func newHandler(k keeper, o Options) (http.Handler, error) {
 	if o.MaxBodyBytes <= 0 {
 		return nil, fmt.Errorf("server: MaxBodyBytes must be positive, got %d", o.MaxBodyBytes)
 	}
@@ -119,7 +121,7 @@ func NewHandler(store Store, led *ledger.Ledger, o Options) (http.Handler, error
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	h := &handler{store: store, led: led, tokens: tokens, maxBody: o.MaxBodyBytes, log: o.Logger}
+	h := &handler{keeper: k, tokens: tokens, maxBody: o.MaxBodyBytes, log: o.Logger}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
@@ -201,45 +203,22 @@ func (h *handler) ingest(w http.ResponseWriter, r *http.Request, dataset string)
 	return h.commit(r.Context(), w, dataset, fw, ch)
 }
 
-// commit stores the rows of ch the ledger does not hold and records ch's range, under the
-// key's lock so that two requests for one key cannot both find a seq missing and store it.
+// keeper stores the rows of a validated chunk that no earlier chunk stored, once per
+// (gateway, dataset, partition, seq), and records the chunk's span, all durable before it
+// returns. A *httpbody.Error is poison the sender must quarantine; any other error is
+// retryable and leaves nothing stored twice on the retry.
+type keeper interface {
+	keep(ctx context.Context, dataset string, fw forward, ch *chunk) (accepted int, err error)
+}
+
+// commit has the chunk kept and answers the sender.
 func (h *handler) commit(ctx context.Context, w http.ResponseWriter, dataset string, fw forward, ch *chunk) int {
-	key := ledger.Key{Gateway: fw.gateway, Dataset: dataset, Partition: partition.Name(fw.source)}
-	name := partition.GatewayName(fw.gateway, fw.source)
-	lk, err := h.locks.lock(ctx, key)
+	accepted, err := h.keeper.keep(ctx, dataset, fw, ch)
+	var poison *httpbody.Error
+	if errors.As(err, &poison) {
+		return h.poison(w, dataset, fw, poison)
+	}
 	if err != nil {
-		return h.unavailable(w, fw, fmt.Errorf("waiting for the partition lock: %w", err))
-	}
-	defer h.locks.unlock(lk)
-	if lk.dirty {
-		if err := h.repair(ctx, key, name); err != nil {
-			return h.unavailable(w, fw, fmt.Errorf("repairing the ledger after an earlier failure: %w", err))
-		}
-		lk.dirty = false
-	}
-	held, err := h.led.Held(key, ch.seqs)
-	if err != nil {
-		return h.unavailable(w, fw, err)
-	}
-	fresh, accepted := ch.without(held)
-	var checkpoint int64 // 0 leaves the ledger's checkpoint where it is
-	if accepted > 0 {
-		res, err := h.store.IngestPartition(dataset, name, fresh)
-		var ie *cache.InputError
-		if errors.As(err, &ie) {
-			return h.poison(w, dataset, fw, &httpbody.Error{Status: http.StatusBadRequest, Kind: ie.Kind, Line: ie.Line, Msg: ie.Msg})
-		}
-		if err != nil {
-			// The rows may be in the cache's log even though the append failed.
-			lk.dirty = true
-			return h.unavailable(w, fw, fmt.Errorf("storing %d rows: %w", accepted, err))
-		}
-		checkpoint = res.LastSeq
-	}
-	// parseRows made the declared range exactly the span of the rows.
-	span := ledger.Interval{Start: ch.seqs[0], End: ch.seqs[len(ch.seqs)-1]}
-	if err := h.led.Record(key, []ledger.Interval{span}, checkpoint); err != nil {
-		lk.dirty = accepted > 0
 		return h.unavailable(w, fw, err)
 	}
 	duplicates := len(ch.seqs) - accepted
@@ -255,15 +234,66 @@ func (h *handler) commit(ctx context.Context, w http.ResponseWriter, dataset str
 	return httpbody.WriteJSON(w, http.StatusOK, b)
 }
 
+// localKeeper is the single-node server's: its own cache and bbolt ledger.
+type localKeeper struct {
+	store Store
+	led   *ledger.Ledger
+	locks keyLocks
+}
+
+// keep stores the rows of ch the ledger does not hold and records ch's range, under the
+// key's lock so that two requests for one key cannot both find a seq missing and store it.
+func (k *localKeeper) keep(ctx context.Context, dataset string, fw forward, ch *chunk) (int, error) {
+	key := ledger.Key{Gateway: fw.gateway, Dataset: dataset, Partition: partition.Name(fw.source)}
+	name := partition.GatewayName(fw.gateway, fw.source)
+	lk, err := k.locks.lock(ctx, key)
+	if err != nil {
+		return 0, fmt.Errorf("waiting for the partition lock: %w", err)
+	}
+	defer k.locks.unlock(lk)
+	if lk.dirty {
+		if err := k.repair(ctx, key, name); err != nil {
+			return 0, fmt.Errorf("repairing the ledger after an earlier failure: %w", err)
+		}
+		lk.dirty = false
+	}
+	held, err := k.led.Held(key, ch.seqs)
+	if err != nil {
+		return 0, err
+	}
+	fresh, accepted := ch.without(held)
+	var checkpoint int64 // 0 leaves the ledger's checkpoint where it is
+	if accepted > 0 {
+		res, err := k.store.IngestPartition(dataset, name, fresh)
+		var ie *cache.InputError
+		if errors.As(err, &ie) {
+			return 0, &httpbody.Error{Status: http.StatusBadRequest, Kind: ie.Kind, Line: ie.Line, Msg: ie.Msg}
+		}
+		if err != nil {
+			// The rows may be in the cache's log even though the append failed.
+			lk.dirty = true
+			return 0, fmt.Errorf("storing %d rows: %w", accepted, err)
+		}
+		checkpoint = res.LastSeq
+	}
+	// parseRows made the declared range exactly the span of the rows.
+	span := ledger.Interval{Start: ch.seqs[0], End: ch.seqs[len(ch.seqs)-1]}
+	if err := k.led.Record(key, []ledger.Interval{span}, checkpoint); err != nil {
+		lk.dirty = accepted > 0
+		return 0, err
+	}
+	return accepted, nil
+}
+
 // repair brings one key's ledger up to date with what the cache holds for it, after a
 // failure left unknown whether the last rows were stored.
-func (h *handler) repair(ctx context.Context, key ledger.Key, name string) error {
-	if err := h.store.Flush(ctx); err != nil {
+func (k *localKeeper) repair(ctx context.Context, key ledger.Key, name string) error {
+	if err := k.store.Flush(ctx); err != nil {
 		return fmt.Errorf("flushing the cache: %w", err)
 	}
-	for _, st := range h.store.Status() {
+	for _, st := range k.store.Status() {
 		if st.Dataset == key.Dataset && st.Partition == name {
-			return reconcile(ctx, h.store, h.led, key, name, st.HeadSeq)
+			return reconcile(ctx, k.store, k.led, key, name, st.HeadSeq)
 		}
 	}
 	return nil // the cache holds nothing for the key, so the ledger lacks nothing

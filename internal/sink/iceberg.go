@@ -38,10 +38,11 @@ func newLakeSink(x *instance, unitRows int64) (*lakeSink, limits) {
 	if unitRows > 0 {
 		lim.rows = unitRows
 	}
-	return &lakeSink{opts: lakeOptions(x.cfg, x.gateway)}, lim
+	return &lakeSink{opts: LakeOptions(x.cfg, x.gateway)}, lim
 }
 
-func lakeOptions(c config.Sink, gateway string) lake.Options {
+// LakeOptions is the lake.Options of an iceberg sink block, writing as gateway.
+func LakeOptions(c config.Sink, gateway string) lake.Options {
 	return lake.Options{
 		Catalog: c.Catalog.Type, URI: c.Catalog.URI, Warehouse: c.Warehouse, Namespace: c.Namespace, PartitionBy: c.PartitionBy,
 		Region: c.S3.Region, Endpoint: c.S3.Endpoint, PathStyle: c.S3.ForcePathStyle, Gateway: gateway,
@@ -61,7 +62,7 @@ func OpenLake(ctx context.Context, cfg *config.Config, instance string) (*lake.L
 	if sc.Type != "iceberg" {
 		return nil, fmt.Errorf("sink %q is a %s sink: %w", instance, sc.Type, ErrNotIceberg)
 	}
-	return lake.Open(ctx, lakeOptions(sc, ""))
+	return lake.Open(ctx, LakeOptions(sc, ""))
 }
 
 func (s *lakeSink) open(ctx context.Context) (*lake.Lake, error) {

@@ -1,0 +1,67 @@
+package config
+
+import (
+	"strings"
+	"time"
+)
+
+// Server configures `hyp server` (SPEC 5); the daemon ignores it.
+type Server struct {
+	// Cluster, when set, makes the server one replica of a cluster: chunks are stored in
+	// the shared PostgreSQL database and the lake instead of the local cache.
+	Cluster *Cluster `yaml:"cluster"`
+}
+
+// Cluster is cluster mode's shared state.
+type Cluster struct {
+	Postgres string `yaml:"postgres"` // postgres:// URI of the database every replica shares
+	// Lake is the table every replica stages into and the committer commits to: an
+	// iceberg sink block (its schedule and maintain keys are not used).
+	Lake           Sink     `yaml:"lake"`
+	CommitInterval Duration `yaml:"commit_interval"`
+}
+
+// defaultCommitInterval is how often the committer commits staged files (SPEC 5).
+const defaultCommitInterval = Duration(30 * time.Second)
+
+const clusterKey = "server.cluster"
+
+func resolveServer(home string, s *Server) []problem {
+	c := s.Cluster
+	if c == nil {
+		return nil
+	}
+	if c.CommitInterval == 0 {
+		c.CommitInterval = defaultCommitInterval
+	}
+	if c.Lake.Type == "" {
+		c.Lake.Type = "iceberg"
+	}
+	if c.Lake.Schedule == "" {
+		c.Lake.Schedule = defaultSchedule
+	}
+	if c.Lake.Type != "iceberg" {
+		return nil // validateServer names it
+	}
+	return resolveIceberg(home, clusterKey+".lake", &c.Lake)
+}
+
+func validateServer(s Server) []problem {
+	c := s.Cluster
+	if c == nil {
+		return nil
+	}
+	var probs []problem
+	add := func(p problem) { probs = append(probs, p) }
+	if !strings.HasPrefix(c.Postgres, "postgres://") && !strings.HasPrefix(c.Postgres, "postgresql://") {
+		add(problemf(clusterKey+".postgres", "required: a postgres:// URI of the database the replicas share"))
+	}
+	if c.CommitInterval <= 0 {
+		add(problemf(clusterKey+".commit_interval", "must be greater than 0, got %v", time.Duration(c.CommitInterval)))
+	}
+	if c.Lake.Type != "iceberg" {
+		add(problemf(clusterKey+".lake.type", "must be iceberg (the lake block is an iceberg sink block), got %q", c.Lake.Type))
+		return probs
+	}
+	return append(probs, validateIceberg(clusterKey+".lake", c.Lake)...)
+}

@@ -1,0 +1,47 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseServerCluster(t *testing.T) {
+	tests := []struct {
+		name    string
+		yaml    string
+		wantErr []string
+	}{
+		{name: "good, defaults filled in", yaml: "server:\n  cluster:\n    postgres: postgres://db/hyp\n    lake:\n      catalog: {type: sql, uri: \"postgres://db/hyp\"}\n      warehouse: s3://bucket/lake\n      s3: {endpoint: \"http://minio:9000\"}\n"},
+		{name: "missing postgres, bad interval", yaml: "server:\n  cluster:\n    commit_interval: -1s\n    lake:\n      catalog: {type: hadoop}\n      warehouse: /w\n",
+			wantErr: []string{"server.cluster.postgres: required", "server.cluster.commit_interval: must be greater than 0"}},
+		{name: "lake checked as an iceberg sink", yaml: "server:\n  cluster:\n    postgres: postgres://db/hyp\n    lake:\n      catalog: {type: hadoop}\n      warehouse: s3://b/p\n",
+			wantErr: []string{"server.cluster.lake.catalog.type: the hadoop catalog cannot be used with an s3:// warehouse"}},
+		{name: "lake of another type", yaml: "server:\n  cluster:\n    postgres: postgres://db/hyp\n    lake: {type: blob}\n",
+			wantErr: []string{"server.cluster.lake.type: must be iceberg"}},
+		{name: "unknown key", yaml: "server:\n  cluster:\n    postgress: x\n", wantErr: []string{"postgress"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse(home, []byte(tt.yaml))
+			if len(tt.wantErr) == 0 {
+				if err != nil {
+					t.Fatalf("Parse: %v", err)
+				}
+				cl := c.Server.Cluster
+				if cl == nil || cl.CommitInterval != Duration(30*time.Second) || cl.Lake.Type != "iceberg" || cl.Lake.Namespace != "hyp" || cl.Lake.PartitionBy != "day" {
+					t.Fatalf("cluster = %+v", cl)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Parse succeeded, want error containing %q", tt.wantErr)
+			}
+			for _, w := range tt.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q\ndoes not contain %q", err, w)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,56 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/cluster"
+	"github.com/hyp-project/hyp/internal/httpbody"
+)
+
+// Cluster is cluster mode's shared store (SPEC 5); *cluster.Cluster implements it. Store
+// must be durable on return and report bad rows as *cache.InputError.
+type Cluster interface {
+	Store(ctx context.Context, ch cluster.Chunk) (cluster.Stored, error)
+}
+
+// NewClusterHandler is NewHandler for a replica in cluster mode: chunks are kept in the
+// cluster's shared ledger and warehouse instead of a local cache.
+func NewClusterHandler(c Cluster, o Options) (http.Handler, error) {
+	if c == nil {
+		return nil, errors.New("server: nil cluster")
+	}
+	return newHandler(clusterKeeper{c: c}, o)
+}
+
+type clusterKeeper struct{ c Cluster }
+
+// keep hands the cluster each row's user fields as an object of its own; the cluster holds
+// the per-key lock and the ledger.
+func (k clusterKeeper) keep(ctx context.Context, dataset string, fw forward, ch *chunk) (int, error) {
+	cc := cluster.Chunk{Gateway: fw.gateway, Dataset: dataset, Source: fw.source,
+		Rows: make([][]byte, len(ch.seqs)), Seqs: ch.seqs, IngestedAt: make([]int64, len(ch.seqs))}
+	// One buffer for every row: each is the row's text up to its user fields, closed.
+	buf := make([]byte, 0, len(ch.out))
+	now := time.Now().UnixMicro()
+	start := 0
+	for i, end := range ch.ends {
+		from := len(buf)
+		buf = append(buf, ch.out[start:ch.users[i]]...)
+		buf = append(buf, '}')
+		cc.Rows[i] = buf[from:len(buf):len(buf)]
+		start = end
+		if cc.IngestedAt[i] = ch.ats[i]; cc.IngestedAt[i] == 0 {
+			cc.IngestedAt[i] = now // a sender that gave no ingest time: the replica's
+		}
+	}
+	st, err := k.c.Store(ctx, cc)
+	var ie *cache.InputError
+	if errors.As(err, &ie) {
+		return 0, &httpbody.Error{Status: http.StatusBadRequest, Kind: ie.Kind, Line: ie.Line, Msg: ie.Msg}
+	}
+	return st.Accepted, err
+}
