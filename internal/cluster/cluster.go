@@ -34,6 +34,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hyp-project/hyp/internal/failpoint"
 	"github.com/hyp-project/hyp/internal/lake"
 )
 
@@ -71,6 +72,10 @@ type Cluster struct {
 	started  time.Time
 
 	committer atomic.Bool
+
+	// Crash-test steps (internal/failpoint): a chunk's files staged but not recorded, and a
+	// commit in the lake but not marked in PostgreSQL. Nil unless HYP_FAILPOINT names them.
+	afterStage, afterLakeCommit func()
 }
 
 // Open connects to PostgreSQL (creating hyp's tables when missing) and to the lake's catalog.
@@ -103,7 +108,8 @@ func Open(ctx context.Context, o Options) (*Cluster, error) {
 		pool.Close()
 		return nil, err
 	}
-	c := &Cluster{pool: pool, lake: l, id: id, addr: o.Addr, interval: o.CommitInterval, log: o.Logger, metrics: m, started: time.Now()}
+	c := &Cluster{pool: pool, lake: l, id: id, addr: o.Addr, interval: o.CommitInterval, log: o.Logger, metrics: m, started: time.Now(),
+		afterStage: failpoint.At("cluster-after-stage"), afterLakeCommit: failpoint.At("cluster-after-lake-commit")}
 	if c.log == nil {
 		c.log = slog.Default()
 	}

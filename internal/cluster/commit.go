@@ -215,6 +215,9 @@ func (c *Cluster) finishIntents(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("commit %s to %s: %w", in.id, in.dataset, err)
 		}
+		if c.afterLakeCommit != nil {
+			c.afterLakeCommit()
+		}
 		if _, err := c.pool.Exec(ctx, `WITH done AS (UPDATE hyp_commits SET committed_at = now(), snapshot = $2 WHERE id = $1)
 			UPDATE hyp_staged SET committed_at = now() WHERE commit_id = $1`, in.id, res.Snapshot); err != nil {
 			return fmt.Errorf("mark commit %s: %w", in.id, err)

@@ -166,5 +166,8 @@ func (c *Cluster) stage(ctx context.Context, tx pgx.Tx, ch Chunk, part string, h
 			return fmt.Errorf("record staged file: %w", err)
 		}
 	}
+	if c.afterStage != nil {
+		c.afterStage()
+	}
 	return nil
 }
