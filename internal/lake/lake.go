@@ -47,6 +47,15 @@ const (
 	PropUnits    = "hyp.units"
 )
 
+// PropLastCommit prefixes the table property in which each writer (a sink instance on a
+// gateway: `hyp.last-commit.<instance>/<gateway>`) records its newest commit as
+// `<commit id>@<base snapshot>`, set in the same transaction as the commit. It tells a
+// recovering writer whether its commit landed after the snapshots holding the summary
+// markers have been expired. The instance comes first because sink names hold no '/', so
+// the key cannot be read two ways; the gateway is there because machines share instance
+// names, and the instance because two sinks of one machine may write one table.
+const PropLastCommit = "hyp.last-commit."
+
 // CatalogName is the name hyp's tables are registered under in an sql catalog (its
 // catalog_name column): a Spark or Trino JDBC catalog reading them must use it.
 const CatalogName = "hyp"
@@ -75,6 +84,7 @@ type Options struct {
 	Endpoint    string
 	PathStyle   bool
 	Gateway     string // this machine, recorded in _hyp_gateway and hyp.gateway
+	Writer      string // the sink instance committing, part of its PropLastCommit key
 }
 
 // Lake is an iceberg sink's catalog and warehouse.
@@ -84,6 +94,8 @@ type Lake struct {
 	ns   table.Identifier
 	part string
 	gw   string
+	// lastKey is this writer's PropLastCommit property.
+	lastKey string
 }
 
 // Open connects to the catalog (creating the sqlite file, the local warehouse and the
@@ -112,7 +124,7 @@ func Open(ctx context.Context, o Options) (*Lake, error) {
 		warehouse = FileURI(warehouse)
 	}
 	props["warehouse"] = warehouse
-	l := &Lake{ns: table.Identifier{o.Namespace}, part: o.PartitionBy, gw: o.Gateway}
+	l := &Lake{ns: table.Identifier{o.Namespace}, part: o.PartitionBy, gw: o.Gateway, lastKey: PropLastCommit + o.Writer + "/" + o.Gateway}
 	switch o.Catalog {
 	case "sql":
 		driver, dialect, dsn, err := sqlSource(o.URI)
@@ -243,16 +255,42 @@ func headOf(tbl *table.Table) int64 {
 	return 0
 }
 
-// Committed reports whether a snapshot after base (every retained one when base is 0 or
-// has been expired) carries commit id.
+// Committed reports whether the commit id decided on snapshot base landed in the table.
 func (l *Lake) Committed(ctx context.Context, dataset, id string, base int64) (bool, error) {
 	tbl, err := l.load(ctx, dataset)
 	if err != nil || tbl == nil {
 		return false, err
 	}
-	return committedIn(tbl.Metadata(), id, base), nil
+	return l.landed(tbl, id, base), nil
 }
 
+// commitMark is what PropLastCommit holds for a commit.
+func commitMark(id string, base int64) string { return fmt.Sprintf("%s@%d", id, base) }
+
+// landed decides whether commit id, decided on base, is in tbl: this writer's
+// PropLastCommit names it, or a retained snapshot after base carries its id.
+//
+// The property is exact: a writer's commits to one table are sequential, and the sink
+// resolves every intent before it makes its next commit, so the property names the newest
+// commit this writer made, which is either the one in doubt (landed) or an earlier one (it
+// did not land), whatever snapshots expiry has removed. The snapshots still answer for
+// tables this writer last wrote before the property existed. When base itself has been
+// expired, which snapshots came after it is unknown (a rewind may have committed the same
+// id before it), so a property that says no is final then.
+func (l *Lake) landed(tbl *table.Table, id string, base int64) bool {
+	mark, marked := tbl.Properties()[l.lastKey]
+	if marked && mark == commitMark(id, base) {
+		return true
+	}
+	md := tbl.Metadata()
+	if marked && base != 0 && md.SnapshotByID(base) == nil {
+		return false
+	}
+	return committedIn(md, id, base)
+}
+
+// committedIn reports whether a snapshot after base (every retained one when base is 0
+// or has been expired) carries commit id.
 func committedIn(md table.Metadata, id string, base int64) bool {
 	var after int64 = -1
 	if base != 0 {
@@ -329,7 +367,7 @@ func (l *Lake) Commit(ctx context.Context, c Commit) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	if committedIn(tbl.Metadata(), c.ID, c.Base) {
+	if l.landed(tbl, c.ID, c.Base) {
 		return Result{Already: true}, nil
 	}
 	files, err := l.write(ctx, tbl, c)
@@ -355,6 +393,9 @@ func (l *Lake) Commit(ctx context.Context, c Commit) (Result, error) {
 		if err := tx.AssertRefSnapshotID(table.MainBranch); err != nil {
 			return res, err
 		}
+		if err := tx.SetProperties(iceberg.Properties{l.lastKey: commitMark(c.ID, c.Base)}); err != nil {
+			return res, err
+		}
 		// The duplicate check reads every manifest of the table; the markers make it
 		// unnecessary, since a file name belongs to one commit id and base.
 		if err := tx.AddDataFiles(ctx, files, props, table.WithoutDuplicateCheck()); err != nil {
@@ -377,7 +418,7 @@ func (l *Lake) Commit(ctx context.Context, c Commit) (Result, error) {
 		if tbl, err = l.load(ctx, c.Dataset); err != nil {
 			return res, err
 		}
-		if committedIn(tbl.Metadata(), c.ID, c.Base) {
+		if l.landed(tbl, c.ID, c.Base) {
 			return Result{Already: true}, nil
 		}
 	}
