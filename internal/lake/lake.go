@@ -10,7 +10,8 @@
 // file is never added to a table twice.
 //
 // The package never reads the cache or the watermarks (the sink decides what a unit holds
-// and when to ask), never deletes a data file, and never rewrites a column's type.
+// and when to ask), deletes files only in Maintain and only those nothing retained or
+// pending can need (maintain.go), and never rewrites a column's type.
 package lake
 
 import (
