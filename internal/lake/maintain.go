@@ -433,4 +433,3 @@ func modifiedAfter(fs icebergio.IO, name string, cutoff time.Time) (bool, error)
 	}
 	return !st.ModTime().Before(cutoff), nil
 }
-
