@@ -163,9 +163,9 @@ func printMaintain(res []sink.MaintainResult) {
 		}
 		if len(r.Tables) > 0 {
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "  TABLE\tSNAPSHOTS EXPIRED\tSNAPSHOTS\tFILES BEFORE\tFILES AFTER\tORPHANS REMOVED")
+			fmt.Fprintln(tw, "  TABLE\tSNAPSHOTS BEFORE\tEXPIRED\tAFTER\tFILES BEFORE\tAFTER\tORPHANS REMOVED")
 			for _, t := range r.Tables {
-				fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\n", t.Table, t.SnapshotsExpired, t.Snapshots, t.FilesBefore, t.FilesAfter, t.OrphansRemoved)
+				fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\t%d\n", t.Table, t.SnapshotsBefore, t.SnapshotsExpired, t.SnapshotsAfter, t.FilesBefore, t.FilesAfter, t.OrphansRemoved)
 			}
 			tw.Flush()
 		}

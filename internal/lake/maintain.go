@@ -59,7 +59,8 @@ type Pending struct {
 type TableReport struct {
 	Table            string `json:"table"`
 	SnapshotsExpired int    `json:"snapshots_expired"`
-	Snapshots        int    `json:"snapshots"` // retained afterwards
+	SnapshotsBefore  int    `json:"snapshots_before"`
+	SnapshotsAfter   int    `json:"snapshots_after"`
 	FilesBefore      int    `json:"files_before"`
 	FilesAfter       int    `json:"files_after"`
 	OrphansRemoved   int    `json:"orphans_removed"`
@@ -112,6 +113,7 @@ func (l *Lake) maintainTable(ctx context.Context, dataset string, o MaintainOpti
 		return rep, err
 	}
 	rep.FilesBefore, rep.FilesAfter = len(tasks), len(tasks)
+	rep.SnapshotsBefore = len(tbl.Metadata().Snapshots())
 	var errs []error
 	if tbl, rep.SnapshotsExpired, err = l.expire(ctx, dataset, tbl, o); err != nil {
 		// A commit that landed but whose file clean-up failed leaves orphans, removed below
@@ -121,9 +123,9 @@ func (l *Lake) maintainTable(ctx context.Context, dataset string, o MaintainOpti
 		}
 		errs = append(errs, err)
 	}
-	rep.Snapshots = len(tbl.Metadata().Snapshots())
+	rep.SnapshotsAfter = len(tbl.Metadata().Snapshots())
 	if o.DryRun {
-		rep.Snapshots -= rep.SnapshotsExpired
+		rep.SnapshotsAfter -= rep.SnapshotsExpired
 	}
 	if o.Compact {
 		var after int
@@ -136,7 +138,7 @@ func (l *Lake) maintainTable(ctx context.Context, dataset string, o MaintainOpti
 		if tbl, err = l.rewriteManifests(ctx, dataset, tbl); err != nil {
 			return rep, errors.Join(append(errs, err)...)
 		}
-		rep.Snapshots = len(tbl.Metadata().Snapshots())
+		rep.SnapshotsAfter = len(tbl.Metadata().Snapshots())
 	}
 	if rep.OrphansRemoved, err = l.removeOrphans(ctx, dataset, tbl, o); err != nil {
 		errs = append(errs, err)

@@ -144,7 +144,7 @@ func TestMaintain(t *testing.T) {
 				t.Fatalf("maintain = %+v, %v", rep, err)
 			}
 			r := rep[0]
-			if r.Table != "hyp.logs" || r.SnapshotsExpired != tc.wantExpired || r.Snapshots != tc.wantSnaps || r.FilesBefore != len(files) {
+			if r.Table != "hyp.logs" || r.SnapshotsExpired != tc.wantExpired || r.SnapshotsAfter != tc.wantSnaps || r.FilesBefore != len(files) {
 				t.Errorf("report %+v; want %d expired, %d snapshots, %d files before", r, tc.wantExpired, tc.wantSnaps, len(files))
 			}
 			if n := snapshotCount(t, l); n != tc.wantSnaps {
@@ -157,7 +157,7 @@ func TestMaintain(t *testing.T) {
 			if tc.fewerFiles != (len(after) < len(files)) {
 				t.Errorf("%d files before, %d after (compact %v)", len(files), len(after), tc.opts.Compact)
 			}
-			dryRep[0].Snapshots = r.Snapshots // the dry run cannot see the compaction's own snapshot
+			dryRep[0].SnapshotsAfter = r.SnapshotsAfter // the dry run cannot see the compaction's own snapshot
 			if dryRep[0] != r {
 				t.Errorf("dry run reported %+v, the run %+v", dryRep[0], r)
 			}

@@ -139,7 +139,7 @@ func (x *instance) maintain(ctx context.Context, compact, dryRun bool) MaintainR
 		res.Tables = []lake.TableReport{}
 	}
 	for _, t := range res.Tables {
-		x.log.Info("table upkeep", "table", t.Table, "dry_run", dryRun, "compact", compact, "snapshots_expired", t.SnapshotsExpired, "snapshots", t.Snapshots,
+		x.log.Info("table upkeep", "table", t.Table, "dry_run", dryRun, "compact", compact, "snapshots_expired", t.SnapshotsExpired, "snapshots_before", t.SnapshotsBefore, "snapshots_after", t.SnapshotsAfter,
 			"files_before", t.FilesBefore, "files_after", t.FilesAfter, "orphans_removed", t.OrphansRemoved, "error", t.Error)
 		if !dryRun {
 			x.metrics.maintain.expired.WithLabelValues(x.name).Add(float64(t.SnapshotsExpired))
