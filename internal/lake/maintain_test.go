@@ -209,9 +209,20 @@ func TestCompactionWithConcurrentAppend(t *testing.T) {
 // file of a pending commit, and nothing a snapshot references even when every file is old
 // (in a warehouse whose path needs escaping).
 func TestMaintainOrphans(t *testing.T) {
+	for _, cat := range []string{"sql", "hadoop"} {
+		t.Run(cat, func(t *testing.T) { maintainOrphans(t, cat) })
+	}
+}
+
+func maintainOrphans(t *testing.T, catalogType string) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	o := Options{Catalog: "sql", URI: "sqlite://" + filepath.Join(dir, "cat.db"), Warehouse: filepath.Join(dir, "ware house %41"), Namespace: "hyp", PartitionBy: "day", Gateway: "gw-a"}
+	o := Options{Catalog: catalogType, Warehouse: filepath.Join(dir, "warehouse"), Namespace: "hyp", PartitionBy: "day", Gateway: "gw-a"}
+	if catalogType == "sql" {
+		// iceberg-go's hadoop catalog writes data files of such a warehouse to another
+		// directory (it unescapes the location once too often): only the sql one is tried.
+		o.URI, o.Warehouse = "sqlite://"+filepath.Join(dir, "cat.db"), filepath.Join(dir, "ware house %41")
+	}
 	l, err := Open(ctx, o)
 	if err != nil {
 		t.Fatal(err)
