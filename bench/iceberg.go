@@ -83,5 +83,5 @@ func icebergBench(n, ticks int) error {
 	}
 	fmt.Printf("iceberg: %d ticks of %d new rows each: %s per tick on average (one commit each); %d data files in the warehouse\n",
 		ticks, parts*100, (total / time.Duration(max(ticks, 1))).Round(time.Millisecond), files)
-	return nil
+	return icebergMaintainFigure(ctx, dir, warehouse)
 }

@@ -803,6 +803,6 @@ func sinkCmd(g *globals) *cobra.Command {
 		},
 	}
 	list.Flags().BoolVar(&asJSON, "json", false, "machine output")
-	cmd.AddCommand(list, sinkStatusCmd(g), sinkRunCmd(g), sinkRewindCmd(g))
+	cmd.AddCommand(list, sinkStatusCmd(g), sinkRunCmd(g), sinkRewindCmd(g), sinkMaintainCmd(g))
 	return cmd
 }

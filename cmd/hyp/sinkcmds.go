@@ -32,7 +32,7 @@ func sinksCall[T any](cmd *cobra.Command, g *globals, a []string, call func(cont
 		res, err = call(api, instance)
 		return err
 	})
-	if errors.Is(err, sink.ErrUnknownSink) {
+	if errors.Is(err, sink.ErrUnknownSink) || errors.Is(err, sink.ErrNotIceberg) {
 		return nil, usageError{err}
 	}
 	if res == nil {
@@ -100,6 +100,79 @@ func sinkRunCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "machine output")
 	return cmd
+}
+
+func sinkMaintainCmd(g *globals) *cobra.Command {
+	var req sink.MaintainRequest
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "maintain [INSTANCE]",
+		Short: "Iceberg sinks: expire snapshots, compact data files, remove orphans",
+		Long: `Maintain the tables of an iceberg sink (every iceberg sink without INSTANCE): expire
+snapshots older than maintain.expire_older_than beyond the newest maintain.retain_last,
+compact small data files (--compact, or maintain.compact in the sink's config), merge
+manifests, and remove orphan files older than three days. Files an unfinished export still
+needs are never removed. The running daemon does it between the sink's exports.`,
+		Args: args(cobra.MaximumNArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			res, err := sinksCall(cmd, g, a, func(api control.API, instance string) ([]sink.MaintainResult, error) {
+				r := req
+				r.Instance = instance
+				return api.MaintainSinks(cmd.Context(), r)
+			})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if err := printJSON(os.Stdout, map[string]any{"sinks": res}); err != nil {
+					return err
+				}
+			} else {
+				printMaintain(res)
+			}
+			for _, r := range res {
+				if r.Error != "" {
+					return fmt.Errorf("sink %s: maintain failed", r.Instance)
+				}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&req.Compact, "compact", false, "compact small data files (also when the sink's maintain.compact is off)")
+	f.BoolVar(&req.DryRun, "dry-run", false, "report what would be done; change nothing")
+	f.BoolVar(&asJSON, "json", false, "machine output")
+	return cmd
+}
+
+func printMaintain(res []sink.MaintainResult) {
+	if len(res) == 0 {
+		fmt.Println("no iceberg sinks")
+	}
+	for i, r := range res {
+		if i > 0 {
+			fmt.Println()
+		}
+		note := ""
+		if r.DryRun {
+			note = " (dry run: nothing changed)"
+		}
+		fmt.Printf("%s%s\n", r.Instance, note)
+		if len(r.Tables) == 0 && r.Error == "" {
+			fmt.Println("  no tables yet")
+		}
+		if len(r.Tables) > 0 {
+			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "  TABLE\tSNAPSHOTS BEFORE\tEXPIRED\tAFTER\tFILES BEFORE\tAFTER\tORPHANS REMOVED")
+			for _, t := range r.Tables {
+				fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\t%d\n", t.Table, t.SnapshotsBefore, t.SnapshotsExpired, t.SnapshotsAfter, t.FilesBefore, t.FilesAfter, t.OrphansRemoved)
+			}
+			tw.Flush()
+		}
+		if r.Error != "" {
+			fmt.Printf("  error: %s\n", r.Error)
+		}
+	}
 }
 
 func printSinkStatus(res []sink.InstanceStatus) {

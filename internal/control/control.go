@@ -33,6 +33,7 @@ type API interface {
 	RunSinks(ctx context.Context, instance string) ([]sink.RunResult, error)
 	SinkStatus(ctx context.Context, instance string) ([]sink.InstanceStatus, error)
 	Rewind(ctx context.Context, req sink.RewindRequest) (sink.RewindResult, error)
+	MaintainSinks(ctx context.Context, req sink.MaintainRequest) ([]sink.MaintainResult, error)
 }
 
 // Local adapts a Node opened by the CLI itself.
@@ -60,6 +61,9 @@ func (l Local) SinkStatus(ctx context.Context, instance string) ([]sink.Instance
 }
 func (l Local) Rewind(ctx context.Context, req sink.RewindRequest) (sink.RewindResult, error) {
 	return l.N.Rewind(ctx, req)
+}
+func (l Local) MaintainSinks(ctx context.Context, req sink.MaintainRequest) ([]sink.MaintainResult, error) {
+	return l.N.MaintainSinks(ctx, req)
 }
 
 type errorBody struct {
@@ -175,6 +179,14 @@ func Handler(n *node.Node, ingest http.Handler) http.Handler {
 		res, err := n.Rewind(r.Context(), req)
 		reply(w, res, err)
 	})
+	mux.HandleFunc("POST /v1/sinks/maintain", func(w http.ResponseWriter, r *http.Request) {
+		var req sink.MaintainRequest
+		if !decode(w, r, &req) {
+			return
+		}
+		res, err := n.MaintainSinks(r.Context(), req)
+		reply(w, res, err)
+	})
 	return mux
 }
 
@@ -199,6 +211,8 @@ func reply(w http.ResponseWriter, v any, err error) {
 		writeJSON(w, 404, errorBody{Error: "unknown_sink", Message: err.Error()})
 	case errors.Is(err, sink.ErrBadRewind):
 		writeJSON(w, 422, errorBody{Error: "bad_rewind", Message: err.Error()})
+	case errors.Is(err, sink.ErrNotIceberg):
+		writeJSON(w, 422, errorBody{Error: "not_iceberg", Message: err.Error()})
 	case errors.Is(err, sink.ErrRewindGap):
 		plan, _ := json.Marshal(v)
 		writeJSON(w, 409, rewindRefusal{errorBody: errorBody{Error: "rewind_gap", Message: err.Error()}, Plan: plan})
@@ -290,6 +304,8 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, ctype
 			return &remoteError{sink.ErrUnknownSink, eb.Message}
 		case "bad_rewind":
 			return &remoteError{sink.ErrBadRewind, eb.Message}
+		case "not_iceberg":
+			return &remoteError{sink.ErrNotIceberg, eb.Message}
 		case "rewind_gap":
 			var rr rewindRefusal
 			if json.Unmarshal(data, &rr) == nil && len(rr.Plan) > 0 && out != nil {
@@ -362,4 +378,10 @@ func (c *Client) Rewind(ctx context.Context, req sink.RewindRequest) (sink.Rewin
 	var out sink.RewindResult
 	err := c.do(ctx, "POST", "/v1/sinks/rewind", b, "application/json", &out)
 	return out, err
+}
+
+func (c *Client) MaintainSinks(ctx context.Context, req sink.MaintainRequest) ([]sink.MaintainResult, error) {
+	b, _ := json.Marshal(req)
+	var out []sink.MaintainResult
+	return out, c.do(ctx, "POST", "/v1/sinks/maintain", b, "application/json", &out)
 }

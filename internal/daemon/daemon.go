@@ -131,7 +131,7 @@ func localFront(ctx context.Context, dir string, o server.Options, n *node.Node)
 // server stops.
 func clusterFront(ctx context.Context, cc *config.Cluster, listen string, o server.Options, n *node.Node) (http.Handler, func(), error) {
 	c, err := cluster.Open(ctx, cluster.Options{
-		Postgres: cc.Postgres, Lake: sink.LakeOptions(cc.Lake, cluster.Writer), CommitInterval: time.Duration(cc.CommitInterval),
+		Postgres: cc.Postgres, Lake: sink.LakeOptions(cc.Lake, cluster.Writer, cluster.Writer), CommitInterval: time.Duration(cc.CommitInterval),
 		Addr: listen, Registerer: n.Reg, Logger: o.Logger,
 	})
 	if err != nil {

@@ -10,7 +10,8 @@
 // file is never added to a table twice.
 //
 // The package never reads the cache or the watermarks (the sink decides what a unit holds
-// and when to ask), never deletes a data file, and never rewrites a column's type.
+// and when to ask), deletes files only in Maintain and only those nothing retained or
+// pending can need (maintain.go), and never rewrites a column's type.
 package lake
 
 import (
@@ -47,6 +48,15 @@ const (
 	PropUnits    = "hyp.units"
 )
 
+// PropLastCommit prefixes the table property in which each writer (a sink instance on a
+// gateway: `hyp.last-commit.<instance>/<gateway>`) records its newest commit as
+// `<commit id>@<base snapshot>`, set in the same transaction as the commit. It tells a
+// recovering writer whether its commit landed after the snapshots holding the summary
+// markers have been expired. The instance comes first because sink names hold no '/', so
+// the key cannot be read two ways; the gateway is there because machines share instance
+// names, and the instance because two sinks of one machine may write one table.
+const PropLastCommit = "hyp.last-commit."
+
 // CatalogName is the name hyp's tables are registered under in an sql catalog (its
 // catalog_name column): a Spark or Trino JDBC catalog reading them must use it.
 const CatalogName = "hyp"
@@ -75,6 +85,7 @@ type Options struct {
 	Endpoint    string
 	PathStyle   bool
 	Gateway     string // this machine, recorded in _hyp_gateway and hyp.gateway
+	Writer      string // the sink instance committing, part of its PropLastCommit key
 }
 
 // Lake is an iceberg sink's catalog and warehouse.
@@ -84,6 +95,8 @@ type Lake struct {
 	ns   table.Identifier
 	part string
 	gw   string
+	// lastKey is this writer's PropLastCommit property.
+	lastKey string
 }
 
 // Open connects to the catalog (creating the sqlite file, the local warehouse and the
@@ -112,7 +125,7 @@ func Open(ctx context.Context, o Options) (*Lake, error) {
 		warehouse = FileURI(warehouse)
 	}
 	props["warehouse"] = warehouse
-	l := &Lake{ns: table.Identifier{o.Namespace}, part: o.PartitionBy, gw: o.Gateway}
+	l := &Lake{ns: table.Identifier{o.Namespace}, part: o.PartitionBy, gw: o.Gateway, lastKey: PropLastCommit + o.Writer + "/" + o.Gateway}
 	switch o.Catalog {
 	case "sql":
 		driver, dialect, dsn, err := sqlSource(o.URI)
@@ -243,16 +256,42 @@ func headOf(tbl *table.Table) int64 {
 	return 0
 }
 
-// Committed reports whether a snapshot after base (every retained one when base is 0 or
-// has been expired) carries commit id.
+// Committed reports whether the commit id decided on snapshot base landed in the table.
 func (l *Lake) Committed(ctx context.Context, dataset, id string, base int64) (bool, error) {
 	tbl, err := l.load(ctx, dataset)
 	if err != nil || tbl == nil {
 		return false, err
 	}
-	return committedIn(tbl.Metadata(), id, base), nil
+	return l.landed(tbl, id, base), nil
 }
 
+// commitMark is what PropLastCommit holds for a commit.
+func commitMark(id string, base int64) string { return fmt.Sprintf("%s@%d", id, base) }
+
+// landed decides whether commit id, decided on base, is in tbl: this writer's
+// PropLastCommit names it, or a retained snapshot after base carries its id.
+//
+// The property is exact: a writer's commits to one table are sequential, and the sink
+// resolves every intent before it makes its next commit, so the property names the newest
+// commit this writer made, which is either the one in doubt (landed) or an earlier one (it
+// did not land), whatever snapshots expiry has removed. The snapshots still answer for
+// tables this writer last wrote before the property existed. When base itself has been
+// expired, which snapshots came after it is unknown (a rewind may have committed the same
+// id before it), so a property that says no is final then.
+func (l *Lake) landed(tbl *table.Table, id string, base int64) bool {
+	mark, marked := tbl.Properties()[l.lastKey]
+	if marked && mark == commitMark(id, base) {
+		return true
+	}
+	md := tbl.Metadata()
+	if marked && base != 0 && md.SnapshotByID(base) == nil {
+		return false
+	}
+	return committedIn(md, id, base)
+}
+
+// committedIn reports whether a snapshot after base (every retained one when base is 0
+// or has been expired) carries commit id.
 func committedIn(md table.Metadata, id string, base int64) bool {
 	var after int64 = -1
 	if base != 0 {
@@ -329,7 +368,7 @@ func (l *Lake) Commit(ctx context.Context, c Commit) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	if committedIn(tbl.Metadata(), c.ID, c.Base) {
+	if l.landed(tbl, c.ID, c.Base) {
 		return Result{Already: true}, nil
 	}
 	files, err := l.write(ctx, tbl, c)
@@ -350,35 +389,50 @@ func (l *Lake) Commit(ctx context.Context, c Commit) (Result, error) {
 		return res, err
 	}
 	props := iceberg.Properties{PropGateway: l.gw, PropCommitID: c.ID, PropUnits: string(uj)}
+	snap, already, err := l.addFiles(ctx, tbl, c.Dataset, c.ID, c.Base, files, props)
+	if already {
+		return Result{Already: true}, err
+	}
+	res.Snapshot = snap
+	return res, err
+}
+
+// addFiles commits files in one snapshot pinned to the head it checked for id (see Commit
+// for why a commit is never replayed onto a head it has not checked), recording id in this
+// writer's PropLastCommit in the same transaction; after a conflict it re-reads the head and
+// looks for id again.
+func (l *Lake) addFiles(ctx context.Context, tbl *table.Table, dataset, id string, base int64, files []iceberg.DataFile, props iceberg.Properties) (snapshot int64, already bool, err error) {
 	for attempt := 1; ; attempt++ {
 		tx := tbl.NewTransaction()
 		if err := tx.AssertRefSnapshotID(table.MainBranch); err != nil {
-			return res, err
+			return 0, false, err
+		}
+		if err := tx.SetProperties(iceberg.Properties{l.lastKey: commitMark(id, base)}); err != nil {
+			return 0, false, err
 		}
 		// The duplicate check reads every manifest of the table; the markers make it
-		// unnecessary, since a file name belongs to one commit id and base.
+		// unnecessary, since a file name belongs to one commit.
 		if err := tx.AddDataFiles(ctx, files, props, table.WithoutDuplicateCheck()); err != nil {
-			return res, fmt.Errorf("stage commit to %s.%s: %w", l.ns[0], c.Dataset, err)
+			return 0, false, fmt.Errorf("stage commit to %s.%s: %w", l.ns[0], dataset, err)
 		}
 		next, err := tx.Commit(ctx)
 		if err == nil {
-			res.Snapshot = headOf(next)
-			return res, nil
+			return headOf(next), false, nil
 		}
 		if !conflict(err) {
-			return res, fmt.Errorf("commit to %s.%s: %w", l.ns[0], c.Dataset, err)
+			return 0, false, fmt.Errorf("commit to %s.%s: %w", l.ns[0], dataset, err)
 		}
 		if attempt >= commitAttempts {
-			return res, fmt.Errorf("commit to %s.%s: %w after %d attempts: %v", l.ns[0], c.Dataset, ErrGaveUp, attempt, err)
+			return 0, false, fmt.Errorf("commit to %s.%s: %w after %d attempts: %v", l.ns[0], dataset, ErrGaveUp, attempt, err)
 		}
 		if err := backoff(ctx, attempt); err != nil {
-			return res, err
+			return 0, false, err
 		}
-		if tbl, err = l.load(ctx, c.Dataset); err != nil {
-			return res, err
+		if tbl, err = l.load(ctx, dataset); err != nil {
+			return 0, false, err
 		}
-		if committedIn(tbl.Metadata(), c.ID, c.Base) {
-			return Result{Already: true}, nil
+		if l.landed(tbl, id, base) {
+			return 0, true, nil
 		}
 	}
 }

@@ -78,7 +78,7 @@ func (l *Lake) CommitStaged(ctx context.Context, c StagedCommit) (Result, error)
 	if tbl == nil {
 		return Result{}, fmt.Errorf("commit staged files to %s.%s: the table does not exist", l.ns[0], c.Dataset)
 	}
-	if committedIn(tbl.Metadata(), c.ID, c.Base) {
+	if l.landed(tbl, c.ID, c.Base) {
 		return Result{Already: true}, nil
 	}
 	fsys, err := tbl.FS(ctx)
@@ -109,40 +109,4 @@ func (l *Lake) CommitStaged(ctx context.Context, c StagedCommit) (Result, error)
 	}
 	res.Snapshot = snap
 	return res, err
-}
-
-// addFiles commits files in one snapshot pinned to the head it checked for id, re-reading
-// the head and looking for id again after every conflict (see Commit for why a commit is
-// never replayed onto a head it has not checked).
-func (l *Lake) addFiles(ctx context.Context, tbl *table.Table, dataset, id string, base int64, files []iceberg.DataFile, props iceberg.Properties) (snapshot int64, already bool, err error) {
-	for attempt := 1; ; attempt++ {
-		tx := tbl.NewTransaction()
-		if err := tx.AssertRefSnapshotID(table.MainBranch); err != nil {
-			return 0, false, err
-		}
-		// The duplicate check reads every manifest of the table; the markers make it
-		// unnecessary, since a file name belongs to one commit.
-		if err := tx.AddDataFiles(ctx, files, props, table.WithoutDuplicateCheck()); err != nil {
-			return 0, false, fmt.Errorf("stage commit to %s.%s: %w", l.ns[0], dataset, err)
-		}
-		next, err := tx.Commit(ctx)
-		if err == nil {
-			return headOf(next), false, nil
-		}
-		if !conflict(err) {
-			return 0, false, fmt.Errorf("commit to %s.%s: %w", l.ns[0], dataset, err)
-		}
-		if attempt >= commitAttempts {
-			return 0, false, fmt.Errorf("commit to %s.%s: %w after %d attempts: %v", l.ns[0], dataset, ErrGaveUp, attempt, err)
-		}
-		if err := backoff(ctx, attempt); err != nil {
-			return 0, false, err
-		}
-		if tbl, err = l.load(ctx, dataset); err != nil {
-			return 0, false, err
-		}
-		if committedIn(tbl.Metadata(), id, base) {
-			return 0, true, nil
-		}
-	}
 }

@@ -76,6 +76,11 @@ func (n *Node) RunSinks(ctx context.Context, instance string) ([]sink.RunResult,
 	return n.Sinks.RunNow(ctx, instance)
 }
 
+// MaintainSinks runs the table upkeep of iceberg sinks, between their exports.
+func (n *Node) MaintainSinks(ctx context.Context, req sink.MaintainRequest) ([]sink.MaintainResult, error) {
+	return n.Sinks.Maintain(ctx, req)
+}
+
 // Close flushes and releases the writer lock.
 func (n *Node) Close(ctx context.Context) error { return n.Cache.Close(ctx) }
 

@@ -94,6 +94,7 @@ type metrics struct {
 	exported *prometheus.CounterVec
 	failures *prometheus.CounterVec
 	withheld *prometheus.CounterVec
+	maintain *maintainMetrics
 }
 
 // New builds every configured sink. A sink that cannot be built (unreadable token file, bad
@@ -113,10 +114,12 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		exported: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hyp_sink_exported_rows_total", Help: "Rows a sink delivered to its destination."}, []string{"sink", "dataset"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hyp_sink_export_failures_total", Help: "Export units that failed or were quarantined."}, []string{"sink"}),
 		withheld: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hyp_sink_withheld_rows_total", Help: "Rows a sink skipped and advanced past because withhold_sources matched."}, []string{"sink", "dataset"}),
+		maintain: newMaintainMetrics(),
 	}
 	d := &Driver{store: watermark.Open(filepath.Join(o.Home, "sinks"), log, now), cache: o.Cache, log: log, now: now}
 	if o.Registerer != nil {
 		o.Registerer.MustRegister(m.exported, m.failures, m.withheld, positionCollector{d})
+		o.Registerer.MustRegister(m.maintain.collectors()...)
 	}
 	names := make([]string, 0, len(o.Sinks))
 	for name := range o.Sinks {
@@ -179,18 +182,23 @@ func (d *Driver) Err() error {
 // Store is the watermark store the driver writes through.
 func (d *Driver) Store() *watermark.Store { return d.store }
 
-// Run ticks every instance on its schedule until ctx is done.
+// Run ticks every instance on its schedule, and maintains iceberg sinks' tables on their
+// maintain.schedule, until ctx is done.
 func (d *Driver) Run(ctx context.Context) {
-	done := make(chan struct{})
+	var wg sync.WaitGroup
 	for _, x := range d.insts {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			x.loop(ctx)
-		}()
+		wg.Go(func() { x.loop(ctx) })
+		if x.lake == nil || x.cfg.Maintain.Schedule == "" {
+			continue
+		}
+		sched, err := config.ParseSchedule(x.cfg.Maintain.Schedule)
+		if err != nil { // config validation refuses it first
+			x.log.Error("maintain.schedule not understood; tables are maintained only on demand", "err", err)
+			continue
+		}
+		wg.Go(func() { x.maintainLoop(ctx, sched) })
 	}
-	for range d.insts {
-		<-done
-	}
+	wg.Wait()
 }
 
 func (x *instance) loop(ctx context.Context) {

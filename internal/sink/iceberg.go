@@ -19,9 +19,11 @@ import (
 // partition of a dataset and commits them all in one table snapshot. The watermark files
 // keep their role: before the commit every unit is an intent recording the commit id and
 // the table's snapshot at that moment; after it the watermarks move. An intent found later
-// (a crash, a commit error whose outcome is unknown) is resolved by looking for its commit
-// id in the snapshots after the recorded one: found, the watermarks move; not found, the
-// same units are committed again, pinned to the head that was checked.
+// (a crash, a commit error whose outcome is unknown) is resolved by asking the table whether
+// the commit landed (lake.Committed: this writer's last-commit property, or its commit id in
+// a snapshot after the recorded one): landed, the watermarks move; not, the same units are
+// committed again, pinned to the head that was checked. Every intent is resolved before the
+// instance makes its next commit to the table, which is what keeps the property exact.
 
 // lakeSink is an iceberg sink's table writer. The catalog is opened on the first tick that
 // needs it, and again after a failure, so a catalog that is down at start fails ticks
@@ -38,14 +40,15 @@ func newLakeSink(x *instance, unitRows int64) (*lakeSink, limits) {
 	if unitRows > 0 {
 		lim.rows = unitRows
 	}
-	return &lakeSink{opts: LakeOptions(x.cfg, x.gateway)}, lim
+	return &lakeSink{opts: LakeOptions(x.cfg, x.gateway, x.name)}, lim
 }
 
-// LakeOptions is the lake.Options of an iceberg sink block, writing as gateway.
-func LakeOptions(c config.Sink, gateway string) lake.Options {
+// LakeOptions is the lake.Options of an iceberg sink block, writing as gateway under the
+// writer name instance.
+func LakeOptions(c config.Sink, gateway, instance string) lake.Options {
 	return lake.Options{
 		Catalog: c.Catalog.Type, URI: c.Catalog.URI, Warehouse: c.Warehouse, Namespace: c.Namespace, PartitionBy: c.PartitionBy,
-		Region: c.S3.Region, Endpoint: c.S3.Endpoint, PathStyle: c.S3.ForcePathStyle, Gateway: gateway,
+		Region: c.S3.Region, Endpoint: c.S3.Endpoint, PathStyle: c.S3.ForcePathStyle, Gateway: gateway, Writer: instance,
 	}
 }
 
@@ -62,7 +65,7 @@ func OpenLake(ctx context.Context, cfg *config.Config, instance string) (*lake.L
 	if sc.Type != "iceberg" {
 		return nil, fmt.Errorf("sink %q is a %s sink: %w", instance, sc.Type, ErrNotIceberg)
 	}
-	return lake.Open(ctx, LakeOptions(sc, ""))
+	return lake.Open(ctx, LakeOptions(sc, "", instance))
 }
 
 func (s *lakeSink) open(ctx context.Context) (*lake.Lake, error) {
@@ -357,11 +360,26 @@ func (x *instance) settleUnits(units []tableUnit, res *partResult) error {
 		}
 	}
 	for _, t := range units {
-		_, err := x.store.Update(t.k, t.gen, func(s *watermark.State) error {
+		settle := func(s *watermark.State) error {
 			s.Seq, s.ExportedRows, s.Intent = t.u.Last, s.ExportedRows+t.exported(), nil
 			s.LastExportAt, s.LastError = &now, ""
 			return nil
-		})
+		}
+		_, err := x.store.Update(t.k, t.gen, settle)
+		for errors.Is(err, watermark.ErrStale) {
+			// Something other than a rewind (retention's gap bookkeeping) may have written
+			// the state and left the intent: it is still this commit's and must go now, since
+			// the table's record of whether a commit landed (lake.PropLastCommit) holds only
+			// while no intent outlives its commit.
+			st, gerr := x.store.Get(t.k)
+			if gerr != nil {
+				return gerr
+			}
+			if st.Intent == nil || st.Intent.Commit == nil || *st.Intent.Commit != *t.u.Commit || st.Intent.Last != t.u.Last {
+				break
+			}
+			_, err = x.store.Update(t.k, st.Generation, settle)
+		}
 		if errors.Is(err, watermark.ErrStale) {
 			x.log.Info("watermark moved while a table commit was in flight; the new position wins", "dataset", t.p.Dataset, "partition", t.p.Partition, "unit_first", t.u.First, "unit_last", t.u.Last)
 			continue
