@@ -60,7 +60,7 @@ func newShipper(ctx context.Context, x *instance, unitRows int64) (shipper, limi
 			return nil, limits{}, err
 		}
 		c, err := forward.New(forward.Options{
-			URL: x.cfg.URL, Token: token, Gateway: x.gateway, Logger: x.log, Compression: comp,
+			URLs: x.cfg.URL, Token: token, Gateway: x.gateway, Logger: x.log, Compression: comp,
 			// A central that holds a request longer than this is treated as stalled; one
 			// unit's retries end within forwardMaxWait, so a tick never hangs on a dead
 			// central and the unit is retried on the next tick.

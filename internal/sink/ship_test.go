@@ -55,7 +55,7 @@ func TestForwardShipperDeclaresTheRowsSpan(t *testing.T) {
 		h.ServeHTTP(w, r)
 	}))
 	defer srv.Close()
-	client, err := forward.New(forward.Options{URL: srv.URL, Token: "tok", Gateway: "gw-1"})
+	client, err := forward.New(forward.Options{URLs: []string{srv.URL}, Token: "tok", Gateway: "gw-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
