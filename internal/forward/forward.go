@@ -335,6 +335,7 @@ func (c *Client) Send(ctx context.Context, ch Chunk) (Receipt, error) {
 		} else if err := ctx.Err(); err != nil {
 			return Receipt{}, fmt.Errorf("%s: not failing over after %v: %w", what, fail.err, err)
 		}
+		c.reps.move(r, next)
 		r = next
 	}
 }

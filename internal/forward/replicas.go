@@ -73,9 +73,9 @@ func (s *replicas) answered(i int) {
 }
 
 // failed records a retryable failure of replica i at now (retryAt: the end of its
-// Retry-After, or zero) and returns where the next attempt goes, that replica's retryAt,
-// and whether it may go at once; if not, the wait is until its retryAt when that is still
-// ahead, else a ladder step. Every move to another replica counts as a failover.
+// Retry-After, or zero) and returns where the next attempt should go, that replica's
+// retryAt, and whether it may go at once; if not, the wait is until its retryAt when that
+// is still ahead, else a ladder step.
 func (s *replicas) failed(i int, now, retryAt time.Time) (next int, until time.Time, ready bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -85,11 +85,18 @@ func (s *replicas) failed(i int, now, retryAt time.Time) (next int, until time.T
 	// i itself comes last in the rotation: with others ready it is skipped, with none it
 	// is picked only if its Retry-After ends first.
 	next, ready = s.pick(i+1, now)
-	if next != i {
+	return next, s.rs[next].retryAt, ready
+}
+
+// move makes to current for the attempt about to go there after one on from failed; a
+// move to another replica is a failover. A Send that gives up instead moves nothing.
+func (s *replicas) move(from, to int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if to != from {
 		s.failovers++
 	}
-	s.cur = next
-	return next, s.rs[next].retryAt, ready
+	s.cur = to
 }
 
 // ReplicaState is one replica as the Client's last attempt on it left it.
