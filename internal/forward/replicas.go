@@ -1,6 +1,10 @@
 package forward
 
 import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 )
@@ -26,6 +30,39 @@ type replica struct {
 	retryAt   time.Time
 	attempted bool
 	up        bool // the last attempt got an answer of the central (200 or a refusal)
+}
+
+// newReplicas checks urls: each a base URL the protocol's paths can be appended to, and
+// no replica twice (a trailing slash does not make another one).
+func newReplicas(urls []string) (*replicas, error) {
+	if len(urls) == 0 {
+		return nil, errors.New("forward: no url")
+	}
+	s := &replicas{rs: make([]replica, len(urls))}
+	seen := map[string]string{}
+	for i, raw := range urls {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return nil, fmt.Errorf("forward: url: %w", err)
+		}
+		switch {
+		case u.Scheme != "http" && u.Scheme != "https":
+			return nil, fmt.Errorf("forward: url %q: scheme must be http or https", raw)
+		case u.Host == "":
+			return nil, fmt.Errorf("forward: url %q: no host", raw)
+		case u.RawQuery != "" || u.ForceQuery:
+			return nil, fmt.Errorf("forward: url %q: must not have a query", raw)
+		case u.Fragment != "":
+			return nil, fmt.Errorf("forward: url %q: must not have a fragment", raw)
+		}
+		ep := strings.TrimRight(u.String(), "/")
+		if prev, dup := seen[ep]; dup {
+			return nil, fmt.Errorf("forward: url %q names the same replica as %q", raw, prev)
+		}
+		seen[ep] = raw
+		s.rs[i] = replica{url: raw, endpoint: ep}
+	}
+	return s, nil
 }
 
 func (r *replica) ready(now time.Time) bool {
