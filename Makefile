@@ -70,6 +70,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseSchedule$$' -fuzztime $(FUZZTIME) ./internal/config
 	$(GO) test -run '^$$' -fuzz '^FuzzParseAck$$' -fuzztime $(FUZZTIME) ./internal/forward
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRetryAfter$$' -fuzztime $(FUZZTIME) ./internal/forward
+	$(GO) test -run '^$$' -fuzz '^FuzzReplicaSelection$$' -fuzztime $(FUZZTIME) ./internal/forward
 	$(GO) test -run '^$$' -fuzz '^FuzzIngestHandler$$' -fuzztime $(FUZZTIME) ./internal/ingest
 	$(GO) test -run '^$$' -fuzz '^FuzzLines$$' -fuzztime $(FUZZTIME) ./internal/jsonrow
 	$(GO) test -run '^$$' -fuzz '^FuzzObject$$' -fuzztime $(FUZZTIME) ./internal/jsonrow

@@ -93,7 +93,7 @@ func forwardBench(ctx context.Context, bin, dir, tokenFile string, c *cache.Cach
 		}
 		name := "forward-" + comp
 		d, err := sink.New(ctx, sink.Options{Home: dir, Cache: c, Sinks: map[string]config.Sink{
-			name: {Type: "forward", URL: "http://" + addr, TokenFile: tokenFile, Schedule: "@every 1h", Compression: comp},
+			name: {Type: "forward", URL: config.URLs{"http://" + addr}, TokenFile: tokenFile, Schedule: "@every 1h", Compression: comp},
 		}})
 		if err == nil {
 			err = runSink(ctx, d, name, what)

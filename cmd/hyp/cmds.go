@@ -790,7 +790,7 @@ func sinkCmd(g *globals) *cobra.Command {
 			fmt.Fprintln(tw, "INSTANCE\tTYPE\tSCHEDULE\tTARGET")
 			for _, name := range sinkNames(cfg) {
 				s := cfg.Sinks[name]
-				target := s.URL
+				target := s.URL.String()
 				switch {
 				case s.Type == "blob" && s.Destination.Type == "s3":
 					target = s.Format + " -> " + strings.TrimSuffix("s3://"+s.Destination.Bucket+"/"+s.Destination.Prefix, "/")

@@ -75,7 +75,7 @@ type Sink struct {
 	Type            string      `yaml:"type"`   // "blob", "forward" or "iceberg"
 	Format          string      `yaml:"format"` // "parquet" or "jsonl"
 	Destination     Destination `yaml:"destination"`
-	URL             string      `yaml:"url"`
+	URL             URLs        `yaml:"url"`         // forward: one URL or a central's replicas
 	TokenFile       string      `yaml:"token_file"`  // absolute after loading
 	Compression     string      `yaml:"compression"` // forward: gzip (default), zstd or none
 	Schedule        string      `yaml:"schedule"`    // see ParseSchedule

@@ -207,7 +207,7 @@ func TestParse(t *testing.T) {
 			name: "forward sink",
 			yaml: "sinks:\n  upstream:\n    type: forward\n    url: https://collector.example:8443\n    token_file: secrets/token\n    schedule: \"@every 30s\"\n",
 			check: func(t *testing.T, c *Config) {
-				want := Sink{Type: "forward", URL: "https://collector.example:8443", TokenFile: filepath.Join(home, "secrets/token"), Schedule: "@every 30s", Compression: "gzip"}
+				want := Sink{Type: "forward", URL: URLs{"https://collector.example:8443"}, TokenFile: filepath.Join(home, "secrets/token"), Schedule: "@every 30s", Compression: "gzip"}
 				if got := c.Sinks["upstream"]; !reflect.DeepEqual(got, want) {
 					t.Errorf("sink = %+v, want %+v", got, want)
 				}
@@ -219,6 +219,24 @@ func TestParse(t *testing.T) {
 			check: func(t *testing.T, c *Config) {
 				if got := c.Sinks["upstream"].Compression; got != "zstd" {
 					t.Errorf("compression = %q, want zstd", got)
+				}
+			},
+		},
+		{
+			name: "forward sink with replicas",
+			yaml: "sinks:\n  upstream:\n    type: forward\n    url:\n      - https://a.example:8443\n      - https://b.example:8443/hyp\n    token_file: t\n",
+			check: func(t *testing.T, c *Config) {
+				if got, want := c.Sinks["upstream"].URL, (URLs{"https://a.example:8443", "https://b.example:8443/hyp"}); !reflect.DeepEqual(got, want) {
+					t.Errorf("url = %q, want %q", got, want)
+				}
+			},
+		},
+		{
+			name: "forward sink with a one-element flow list",
+			yaml: "sinks:\n  upstream:\n    type: forward\n    url: [\"http://c:1\"]\n    token_file: t\n",
+			check: func(t *testing.T, c *Config) {
+				if got, want := c.Sinks["upstream"].URL, (URLs{"http://c:1"}); !reflect.DeepEqual(got, want) {
+					t.Errorf("url = %q, want %q", got, want)
 				}
 			},
 		},
@@ -278,6 +296,23 @@ func TestParse(t *testing.T) {
 		{name: "blob rejects compression", yaml: "sinks:\n  b:\n    type: blob\n    format: jsonl\n    destination: {type: local-fs, path: x}\n    compression: zstd\n", wantErr: []string{`sinks.b.compression: "zstd" is not used by blob sinks`}},
 		{name: "forward url must be http", yaml: "sinks:\n  f:\n    type: forward\n    url: ftp://h\n    token_file: t\n", wantErr: []string{`line 4: sinks.f.url: "ftp://h": scheme must be http or https`}},
 		{name: "forward url needs host", yaml: "sinks:\n  f:\n    type: forward\n    url: \"http:///x\"\n    token_file: t\n", wantErr: []string{`sinks.f.url: "http:///x": missing host`}},
+		{name: "forward url list: each element checked at its line", yaml: "sinks:\n  f:\n    type: forward\n    url:\n      - http://a\n      - ftp://b\n      - \"http:///x\"\n    token_file: t\n", wantErr: []string{
+			`line 6: sinks.f.url[1]: "ftp://b": scheme must be http or https`,
+			`line 7: sinks.f.url[2]: "http:///x": missing host`,
+		}},
+		{name: "forward url list: a replica listed twice", yaml: "sinks:\n  f:\n    type: forward\n    url: [\"http://a:1\", \"http://b:1\", \"HTTP://A:1/\"]\n    token_file: t\n", wantErr: []string{
+			`line 4: sinks.f.url[2]: "HTTP://A:1/" is listed twice (also at [0])`,
+		}},
+		{name: "forward url list: empty", yaml: "sinks:\n  f:\n    type: forward\n    url: []\n    token_file: t\n", wantErr: []string{
+			`line 4: sinks.f.url: empty list`,
+		}},
+		{name: "forward url list: nested", yaml: "sinks:\n  f:\n    type: forward\n    url:\n      - [http://a]\n    token_file: t\n", wantErr: []string{
+			`line 5: a url list holds URLs`,
+		}},
+		{name: "forward url: a mapping", yaml: "sinks:\n  f:\n    type: forward\n    url: {a: http://a}\n    token_file: t\n", wantErr: []string{
+			`line 4: url must be a URL or a list of URLs`,
+		}},
+		{name: "blob rejects a url list", yaml: "sinks:\n  s:\n    type: blob\n    format: jsonl\n    destination: {type: local-fs, path: x}\n    url: [http://a, http://b]\n", wantErr: []string{`sinks.s.url: "http://a, http://b" is not used by blob sinks`}},
 		{name: "forward rejects blob keys", yaml: "sinks:\n  f:\n    type: forward\n    url: http://h\n    token_file: t\n    format: jsonl\n    destination: {type: local-fs, path: x}\n", wantErr: []string{
 			`sinks.f.format: "jsonl" is not used by forward sinks`,
 			`sinks.f.destination: not used by forward sinks`,
@@ -357,6 +392,7 @@ func FuzzParse(f *testing.F) {
 		"ingest:\n  listen: 127.0.0.1:18521\n  max_body_bytes: 16777216\ncache:\n  flush_interval: 2s\n  retention:\n    default: 90d\n    datasets: {logs: 7d}\n    hold_for_sinks: true\n    max_age: 0\n  compaction:\n    interval: 10m\n",
 		"sinks:\n  local-parquet:\n    type: blob\n    format: parquet\n    destination: {type: local-fs, path: ~/.hyp/exports}\n    schedule: \"@every 1m\"\n    datasets: [logs]\n",
 		"sinks:\n  up:\n    type: forward\n    url: http://host:1\n    token_file: t\n    schedule: \"0 3 * * 1-5\"\n    withhold_sources: [\"a*\"]\n",
+		"sinks:\n  up:\n    type: forward\n    url: [http://a:1, \"https://b:2/p\"]\n    token_file: t\n",
 		"sinks:\n  a:\n    type: blob\n    format: jsonl\n    destination: {type: s3, bucket: b, prefix: p, region: r, endpoint: \"https://e\", force_path_style: true}\n",
 		"base: &b {type: blob}\nsinks: {x: *b}\n",
 		"sinks: {}\n",
@@ -382,6 +418,18 @@ func FuzzParse(f *testing.F) {
 			}
 			if s.TokenFile != "" && !filepath.IsAbs(s.TokenFile) {
 				t.Fatalf("sink %q token_file %q not absolute", name, s.TokenFile)
+			}
+			if s.Type == "forward" {
+				seen := map[string]bool{}
+				for _, u := range s.URL {
+					if seen[sameURL(u)] {
+						t.Fatalf("sink %q accepted with replica %q twice: %q", name, u, s.URL)
+					}
+					seen[sameURL(u)] = true
+				}
+				if len(seen) == 0 {
+					t.Fatalf("forward sink %q accepted without a url", name)
+				}
 			}
 		}
 	})

@@ -171,13 +171,13 @@ func validateSink(name string, s Sink) []problem {
 			add(problemf(key+".format", "must be parquet or jsonl, got %q", s.Format))
 		}
 		probs = append(probs, validateDestination(key+".destination", s.Destination)...)
-		notFor("url", s.URL, "blob sinks")
+		notFor("url", s.URL.String(), "blob sinks")
 		notFor("token_file", s.TokenFile, "blob sinks")
 		notFor("compression", s.Compression, "blob sinks")
 	case "iceberg":
 		probs = append(probs, validateIceberg(key, s)...)
 		notFor("format", s.Format, "iceberg sinks")
-		notFor("url", s.URL, "iceberg sinks")
+		notFor("url", s.URL.String(), "iceberg sinks")
 		notFor("token_file", s.TokenFile, "iceberg sinks")
 		notFor("compression", s.Compression, "iceberg sinks")
 		if s.Destination != (Destination{}) {
@@ -189,9 +189,7 @@ func validateSink(name string, s Sink) []problem {
 		default:
 			add(problemf(key+".compression", "must be gzip, zstd or none, got %q", s.Compression))
 		}
-		if err := checkHTTPURL(s.URL); err != nil {
-			add(problemf(key+".url", "%q: %v", s.URL, err))
-		}
+		probs = append(probs, validateURLs(key+".url", s.URL)...)
 		if s.TokenFile == "" {
 			add(problemf(key+".token_file", "required for forward sinks"))
 		}

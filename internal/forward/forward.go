@@ -1,10 +1,20 @@
 // Package forward owns the sending side of the forward protocol (SPEC section 5): it turns
 // one chunk of already-encoded rows into POST requests to a `hyp server`, reads the answer,
-// and retries what may succeed later within a bounded inline wait.
+// and retries what may succeed later within a bounded inline wait. A central given as
+// several replicas (SPEC 3, a `url` list) is one server to it: an attempt that fails in a
+// way another replica may not (a transport error, a timeout, 429, 5xx) moves the next one
+// to the next replica, while a refusal (401/403, 400/422, 413, 415) is the central's
+// answer and ends Send wherever it came from.
 //
-// It must never re-send a chunk the server answered 200 for, never refresh or guess a
-// credential, never decide chunk boundaries and never move a watermark: the caller owns
-// chunking, watermarks and quarantine, and learns the outcome only from Send's Ack or error.
+// It must never re-send a chunk the server answered 200 for, never have one chunk in
+// flight to two replicas at once, never refresh or guess a credential, never decide chunk
+// boundaries and never move a watermark: the caller owns chunking, watermarks and
+// quarantine, and learns the outcome only from Send's Ack or error.
+//
+// Replicas must share one ledger (`hyp server` cluster mode): a chunk whose attempt timed
+// out may have been stored, and the same batch sent to another replica is then a
+// duplicate only that shared ledger recognises. Stand-alone servers listed as replicas
+// would each store it.
 package forward
 
 import (
@@ -57,7 +67,9 @@ type Chunk struct {
 
 // Options configures a Client. Zero fields take the defaults named on each.
 type Options struct {
-	URL     string // base URL of the `hyp server`, http or https, no query
+	// URLs are the base URLs of one central's replicas (one for a single `hyp server`),
+	// each http or https with no query, in the order failover visits them.
+	URLs    []string
 	Token   string // bearer token, as read from token_file
 	Gateway string // stable id of this machine (X-Hyp-Gateway)
 	// Compression is applied to every body (Content-Encoding); the zero value sends bodies
@@ -77,15 +89,19 @@ type Options struct {
 	// RequestTimeout bounds each attempt, answer included (default 30s), so a stalled
 	// server costs one attempt, not a hung Send.
 	RequestTimeout time.Duration
-	Logger         *slog.Logger                                     // default: discard
-	Now            func() time.Time                                 // default time.Now
-	Sleep          func(ctx context.Context, d time.Duration) error // default: timer or ctx, whichever ends first
+	// Cooldown is how long a replica whose attempt failed is passed over while another is
+	// ready (default 5s); sticking to the replica that answers does the rest.
+	Cooldown time.Duration
+	Logger   *slog.Logger                                     // default: discard
+	Now      func() time.Time                                 // default time.Now
+	Sleep    func(ctx context.Context, d time.Duration) error // default: timer or ctx, whichever ends first
 }
 
-// Client sends chunks to one `hyp server`. It holds no mutable state but pools, so one
-// Client may serve concurrent Sends.
+// Client sends chunks to one central. Its only mutable state besides pools is which
+// replica is current and how each fared (under a lock), so one Client may serve
+// concurrent Sends.
 type Client struct {
-	endpoint       string // base URL without trailing slash
+	reps           *replicas
 	token          string
 	gateway        string
 	comp           *compressor
@@ -106,23 +122,14 @@ func defaultLadder() []time.Duration {
 const (
 	defaultMaxWait        = 60 * time.Second
 	defaultRequestTimeout = 30 * time.Second
+	defaultCooldown       = 5 * time.Second
 )
 
 // New checks o and fills in its defaults.
 func New(o Options) (*Client, error) {
-	u, err := url.Parse(o.URL)
+	reps, err := newReplicas(o.URLs)
 	if err != nil {
-		return nil, fmt.Errorf("forward: url: %w", err)
-	}
-	switch {
-	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, fmt.Errorf("forward: url %q: scheme must be http or https", o.URL)
-	case u.Host == "":
-		return nil, fmt.Errorf("forward: url %q: no host", o.URL)
-	case u.RawQuery != "" || u.ForceQuery:
-		return nil, fmt.Errorf("forward: url %q: must not have a query", o.URL)
-	case u.Fragment != "":
-		return nil, fmt.Errorf("forward: url %q: must not have a fragment", o.URL)
+		return nil, err
 	}
 	if err := partition.ValidateGateway(o.Gateway); err != nil {
 		return nil, fmt.Errorf("forward: %w", err)
@@ -136,7 +143,7 @@ func New(o Options) (*Client, error) {
 		return nil, errors.New("forward: token contains control characters (check token_file)")
 	}
 	c := &Client{
-		endpoint:       strings.TrimRight(u.String(), "/"),
+		reps:           reps,
 		token:          o.Token,
 		gateway:        o.Gateway,
 		ladder:         defaultLadder(),
@@ -156,6 +163,9 @@ func New(o Options) (*Client, error) {
 		return nil, err
 	}
 	if c.requestTimeout, err = positiveOr(o.RequestTimeout, defaultRequestTimeout, "request timeout"); err != nil {
+		return nil, err
+	}
+	if reps.cooldown, err = positiveOr(o.Cooldown, defaultCooldown, "cooldown"); err != nil {
 		return nil, err
 	}
 	if c.comp, err = newCompressor(o.Compression); err != nil {
@@ -215,7 +225,7 @@ type Receipt struct {
 }
 
 // Send delivers ch and returns the server's ack. On an error nothing may be assumed about
-// the server's state except through the error's kind:
+// the central's state except through the error's kind:
 //   - ErrRetryable: not delivered within MaxWait; send the same chunk again later.
 //   - ErrUnauthorized: the token is refused; nothing was retried.
 //   - ErrUnsupportedEncoding: the server refuses the compression; nothing was retried.
@@ -228,6 +238,14 @@ type Receipt struct {
 // can recover, not the chunk, so they must never quarantine rows, and the server's seq
 // ledger makes a re-send harmless. A 200 ends Send even when its body is unreadable: the
 // status alone says the rows are durable.
+//
+// Every retried outcome also moves the next attempt to the next replica that is not
+// cooling down or waiting out its Retry-After, at once: one replica's trouble costs no
+// wait while another is ready. Only when none is does Send wait, for the earliest
+// Retry-After or a ladder step, and go on round robin. The replica that answers stays
+// current for later Sends. Attempts run one after another in this goroutine, never
+// concurrently, so one chunk is never in flight to two replicas: a new attempt starts only
+// once the previous one has failed, its request cancelled by its timeout if need be.
 func (c *Client) Send(ctx context.Context, ch Chunk) (Receipt, error) {
 	if err := ch.validate(); err != nil {
 		return Receipt{}, fmt.Errorf("forward: %w", err)
@@ -241,31 +259,62 @@ func (c *Client) Send(ctx context.Context, ch Chunk) (Receipt, error) {
 	}
 	start := c.now()
 	step := 0
+	r := c.reps.begin(start)
 	for attempt := 1; ; attempt++ {
-		ack, fail, err := c.attempt(ctx, ch, wire, id)
+		ack, fail, err := c.attempt(ctx, c.reps.rs[r].endpoint, ch, wire, id)
 		if err != nil {
-			return Receipt{}, fmt.Errorf("%s: %w", what, err)
+			if ctx.Err() != nil {
+				return Receipt{}, fmt.Errorf("%s: %w", what, err)
+			}
+			c.reps.answered(r)
+			return Receipt{}, fmt.Errorf("%s: %w", c.at(what, r), err)
 		}
 		if fail == nil {
+			c.reps.answered(r)
 			return Receipt{Ack: ack, WireBytes: int64(len(wire))}, nil
 		}
-		wait, ok := ParseRetryAfter(fail.retryAfter, c.now())
-		if ok {
-			wait = min(wait, c.maxWait)
-		} else {
+		now := c.now()
+		var retryAt time.Time
+		if ra, ok := ParseRetryAfter(fail.retryAfter, now); ok {
+			retryAt = now.Add(min(ra, c.maxWait))
+		}
+		next, until, ready := c.reps.failed(r, now, retryAt)
+		var wait time.Duration
+		switch {
+		case ready:
+		case until.After(now):
+			wait = until.Sub(now)
+		default:
 			wait = c.ladder[min(step, len(c.ladder)-1)]
 			step++
 		}
-		if spent := c.now().Sub(start); spent+wait > c.maxWait {
+		if len(c.reps.rs) > 1 {
+			fail.err = fmt.Errorf("replica %s: %w", c.reps.rs[r].url, fail.err)
+		}
+		if spent := now.Sub(start); spent+wait > c.maxWait {
 			return Receipt{}, fmt.Errorf("%s: %w: gave up after %d attempts in %s (next wait %s would pass max wait %s); last failure: %w",
 				what, ErrRetryable, attempt, spent, wait, c.maxWait, fail.err)
 		}
 		c.log.Warn("forward: retrying", "dataset", ch.Dataset, "partition", ch.Partition, "batch", id,
-			"attempt", attempt, "wait", wait, "err", fail.err)
-		if err := c.sleep(ctx, wait); err != nil {
-			return Receipt{}, fmt.Errorf("%s: waiting to retry after %v: %w", what, fail.err, err)
+			"attempt", attempt, "wait", wait, "next", c.reps.rs[next].url, "err", fail.err)
+		if wait > 0 {
+			if err := c.sleep(ctx, wait); err != nil {
+				return Receipt{}, fmt.Errorf("%s: waiting to retry after %v: %w", what, fail.err, err)
+			}
+		} else if err := ctx.Err(); err != nil {
+			return Receipt{}, fmt.Errorf("%s: not failing over after %v: %w", what, fail.err, err)
 		}
+		c.reps.move(r, next)
+		r = next
 	}
+}
+
+// at adds replica r to what when there is more than one to tell apart.
+func (c *Client) at(what string, r int) string {
+	if len(c.reps.rs) == 1 {
+		return what
+	}
+	return what + ": replica " + c.reps.rs[r].url
 }
 
 func (ch Chunk) validate() error {
@@ -285,12 +334,13 @@ func (ch Chunk) validate() error {
 	return nil
 }
 
-// attempt sends ch with wire as its body. It returns the ack, or a retryable failure, or a
-// final error.
-func (c *Client) attempt(ctx context.Context, ch Chunk, wire []byte, id string) (Ack, *failure, error) {
+// attempt sends ch with wire as its body to the replica at endpoint and returns once the
+// request is over: the ack, or a retryable failure, or a final error (the central's
+// refusal, or ctx's end).
+func (c *Client) attempt(ctx context.Context, endpoint string, ch Chunk, wire []byte, id string) (Ack, *failure, error) {
 	actx, cancel := context.WithTimeout(ctx, c.requestTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(actx, http.MethodPost, c.endpoint+"/v1/ingest/"+url.PathEscape(ch.Dataset), bytes.NewReader(wire))
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, endpoint+"/v1/ingest/"+url.PathEscape(ch.Dataset), bytes.NewReader(wire))
 	if err != nil {
 		return Ack{}, nil, fmt.Errorf("building request: %w", err)
 	}

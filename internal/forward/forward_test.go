@@ -132,7 +132,7 @@ func newTestClient(t *testing.T, url string, clock *fakeClock, logs io.Writer, m
 	if logs == nil {
 		logs = io.Discard
 	}
-	o := Options{URL: url, Token: "s3cret", Gateway: "gw-1", Logger: slog.New(slog.NewTextHandler(logs, nil)),
+	o := Options{URLs: []string{url}, Token: "s3cret", Gateway: "gw-1", Logger: slog.New(slog.NewTextHandler(logs, nil)),
 		Now: clock.Now, Sleep: clock.Sleep}
 	if mod != nil {
 		mod(&o)
@@ -597,22 +597,22 @@ func TestSendRejectsBadChunk(t *testing.T) {
 }
 
 func TestNew(t *testing.T) {
-	valid := Options{URL: "https://central.example:8443/hyp", Token: "t", Gateway: "gw-1"}
+	valid := Options{URLs: []string{"https://central.example:8443/hyp"}, Token: "t", Gateway: "gw-1"}
 	for _, tc := range []struct {
 		name    string
 		mod     func(*Options)
 		wantErr string
 	}{
 		{"valid", func(*Options) {}, ""},
-		{"http", func(o *Options) { o.URL = "http://10.0.0.1:8080" }, ""},
+		{"http", func(o *Options) { o.URLs = []string{"http://10.0.0.1:8080"} }, ""},
 		{"custom ladder", func(o *Options) { o.Ladder = []time.Duration{time.Second} }, ""},
-		{"no scheme", func(o *Options) { o.URL = "central.example" }, "scheme"},
-		{"ftp", func(o *Options) { o.URL = "ftp://central.example" }, "scheme"},
-		{"no host", func(o *Options) { o.URL = "http://" }, "no host"},
-		{"query", func(o *Options) { o.URL = "http://h/?a=1" }, "query"},
-		{"empty query", func(o *Options) { o.URL = "http://h/?" }, "query"},
-		{"fragment", func(o *Options) { o.URL = "http://h/#f" }, "fragment"},
-		{"unparsable", func(o *Options) { o.URL = "http://h:port" }, "url"},
+		{"no scheme", func(o *Options) { o.URLs = []string{"central.example"} }, "scheme"},
+		{"ftp", func(o *Options) { o.URLs = []string{"ftp://central.example"} }, "scheme"},
+		{"no host", func(o *Options) { o.URLs = []string{"http://"} }, "no host"},
+		{"query", func(o *Options) { o.URLs = []string{"http://h/?a=1"} }, "query"},
+		{"empty query", func(o *Options) { o.URLs = []string{"http://h/?"} }, "query"},
+		{"fragment", func(o *Options) { o.URLs = []string{"http://h/#f"} }, "fragment"},
+		{"unparsable", func(o *Options) { o.URLs = []string{"http://h:port"} }, "url"},
 		{"no gateway", func(o *Options) { o.Gateway = "" }, "gateway"},
 		{"bad gateway", func(o *Options) { o.Gateway = "a/b" }, "gateway"},
 		{"dotted gateway (SPEC 5 allows it)", func(o *Options) { o.Gateway = "web-1.eu" }, ""},
@@ -638,16 +638,16 @@ func TestNew(t *testing.T) {
 
 func TestNewDefaults(t *testing.T) {
 	ladder := []time.Duration{time.Second}
-	c, err := New(Options{URL: "http://h/", Token: "t", Gateway: "g", Ladder: ladder})
+	c, err := New(Options{URLs: []string{"http://h/"}, Token: "t", Gateway: "g", Ladder: ladder})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ladder[0] = time.Hour // the Client must not share the caller's slice
-	if c.endpoint != "http://h" || c.maxWait != 60*time.Second || c.requestTimeout != 30*time.Second ||
+	if c.reps.rs[0].endpoint != "http://h" || c.maxWait != 60*time.Second || c.requestTimeout != 30*time.Second ||
 		!slices.Equal(c.ladder, []time.Duration{time.Second}) || c.log == nil || c.now == nil || c.sleep == nil || c.http == nil {
 		t.Errorf("defaults not applied: %+v", c)
 	}
-	c, err = New(Options{URL: "http://h", Token: "t", Gateway: "g"})
+	c, err = New(Options{URLs: []string{"http://h"}, Token: "t", Gateway: "g"})
 	if err != nil {
 		t.Fatal(err)
 	}

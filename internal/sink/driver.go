@@ -118,7 +118,7 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 	}
 	d := &Driver{store: watermark.Open(filepath.Join(o.Home, "sinks"), log, now), cache: o.Cache, log: log, now: now}
 	if o.Registerer != nil {
-		o.Registerer.MustRegister(m.exported, m.failures, m.withheld, positionCollector{d})
+		o.Registerer.MustRegister(m.exported, m.failures, m.withheld, positionCollector{d}, forwardCollector{d})
 		o.Registerer.MustRegister(m.maintain.collectors()...)
 	}
 	names := make([]string, 0, len(o.Sinks))

@@ -27,7 +27,7 @@ func TestBrokenSinkFailsRunsAndStillHoldsRows(t *testing.T) {
 	}
 	missing := filepath.Join(home, "no-such-token")
 	d, err := New(ctx, Options{Home: home, Cache: c, Sinks: map[string]config.Sink{
-		"central": {Type: "forward", URL: "http://127.0.0.1:1", TokenFile: missing, Schedule: "@every 1h"},
+		"central": {Type: "forward", URL: config.URLs{"http://127.0.0.1:1"}, TokenFile: missing, Schedule: "@every 1h"},
 		"files":   {Type: "blob", Format: "jsonl", Schedule: "@every 1h", Destination: config.Destination{Type: "local-fs", Path: filepath.Join(home, "exports")}},
 	}})
 	if err != nil {
@@ -86,7 +86,7 @@ func TestGatewayIdentityOfACopiedHome(t *testing.T) {
 				t.Fatal(err)
 			}
 			d, err := New(ctx, Options{Home: home, GatewayID: tc.configured, Cache: c, Sinks: map[string]config.Sink{
-				"central": {Type: "forward", URL: "http://127.0.0.1:1", TokenFile: token, Schedule: "@every 1h"},
+				"central": {Type: "forward", URL: config.URLs{"http://127.0.0.1:1"}, TokenFile: token, Schedule: "@every 1h"},
 				"files":   {Type: "blob", Format: "jsonl", Schedule: "@every 1h", Destination: config.Destination{Type: "local-fs", Path: filepath.Join(home, "exports")}},
 			}})
 			if err != nil {

@@ -62,7 +62,7 @@ func BenchmarkForwardTick(b *testing.B) {
 				}
 				srv := httptest.NewServer(h)
 				d, err := New(ctx, Options{Home: filepath.Join(run, "home"), Cache: c, Sinks: map[string]config.Sink{
-					"central": {Type: "forward", URL: srv.URL, TokenFile: token, Schedule: "@every 1h", Compression: comp},
+					"central": {Type: "forward", URL: config.URLs{srv.URL}, TokenFile: token, Schedule: "@every 1h", Compression: comp},
 				}})
 				if err != nil {
 					b.Fatal(err)

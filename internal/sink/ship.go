@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hyp-project/hyp/internal/blob"
 	"github.com/hyp-project/hyp/internal/config"
@@ -60,10 +61,11 @@ func newShipper(ctx context.Context, x *instance, unitRows int64) (shipper, limi
 			return nil, limits{}, err
 		}
 		c, err := forward.New(forward.Options{
-			URL: x.cfg.URL, Token: token, Gateway: x.gateway, Logger: x.log, Compression: comp,
+			URLs: x.cfg.URL, Token: token, Gateway: x.gateway, Logger: x.log, Compression: comp,
 			// A central that holds a request longer than this is treated as stalled; one
 			// unit's retries end within forwardMaxWait, so a tick never hangs on a dead
-			// central and the unit is retried on the next tick.
+			// central and the unit is retried on the next tick. A url list's replicas are
+			// one central to the client: it fails over between them within that bound.
 			RequestTimeout: forwardRequestTimeout, MaxWait: forwardMaxWait,
 		})
 		if err != nil {
@@ -104,6 +106,42 @@ func newShipper(ctx context.Context, x *instance, unitRows int64) (shipper, limi
 
 type forwardShipper struct {
 	client *forward.Client
+}
+
+// forwardCollector exports, at scrape time, what each forward sink's client learnt of its
+// central's replicas (SPEC 3 `url` lists): the failovers so far and, per replica its last
+// attempt reached, whether that attempt got the central's answer.
+type forwardCollector struct{ d *Driver }
+
+var (
+	failoversDesc = prometheus.NewDesc("hyp_forward_failovers_total", "Times a forward sink moved a unit's next attempt to another replica after a failed one.", []string{"sink"}, nil)
+	replicaUpDesc = prometheus.NewDesc("hyp_forward_replica_up", "1 if the last attempt on the replica got an answer of the central (a 200 or a refusal), 0 if it failed; absent until a unit was sent to it.", []string{"sink", "url"}, nil)
+)
+
+func (fc forwardCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- failoversDesc
+	ch <- replicaUpDesc
+}
+
+func (fc forwardCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, x := range fc.d.insts {
+		f, ok := x.ship.(*forwardShipper)
+		if !ok {
+			continue
+		}
+		st := f.client.State()
+		ch <- prometheus.MustNewConstMetric(failoversDesc, prometheus.CounterValue, float64(st.Failovers), x.name)
+		for _, r := range st.Replicas {
+			if !r.Attempted {
+				continue
+			}
+			up := 0.0
+			if r.Up {
+				up = 1
+			}
+			ch <- prometheus.MustNewConstMetric(replicaUpDesc, prometheus.GaugeValue, up, x.name, r.URL)
+		}
+	}
 }
 
 func (f *forwardShipper) ship(ctx context.Context, p Part, u watermark.Unit, rows *unitRows) (int64, error) {

@@ -2,13 +2,20 @@ package sink
 
 import (
 	"context"
+	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hyp-project/hyp/internal/config"
 	"github.com/hyp-project/hyp/internal/forward"
 	seqledger "github.com/hyp-project/hyp/internal/ledger"
 	"github.com/hyp-project/hyp/internal/partition"
@@ -55,7 +62,7 @@ func TestForwardShipperDeclaresTheRowsSpan(t *testing.T) {
 		h.ServeHTTP(w, r)
 	}))
 	defer srv.Close()
-	client, err := forward.New(forward.Options{URL: srv.URL, Token: "tok", Gateway: "gw-1"})
+	client, err := forward.New(forward.Options{URLs: []string{srv.URL}, Token: "tok", Gateway: "gw-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,3 +112,74 @@ func TestForwardShipperDeclaresTheRowsSpan(t *testing.T) {
 }
 
 func rangeOf(a, b int64) string { return strconv.FormatInt(a, 10) + "-" + strconv.FormatInt(b, 10) }
+
+// TestForwardReplicaStatusAndMetrics: a forward sink whose first replica is down ships to
+// the second, and says so in `sink status` (replica) and in its failover metrics.
+func TestForwardReplicaStatusAndMetrics(t *testing.T) {
+	ctx := context.Background()
+	home := t.TempDir()
+	c := openCache(t, filepath.Join(home, "cache"), nil)
+	defer c.Close(ctx)
+	newLedger().ingest(t, c, "web", 5)
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close()
+	live := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, `{"accepted":5,"duplicates":0}`)
+	}))
+	defer live.Close()
+	token := filepath.Join(home, "token")
+	if err := os.WriteFile(token, []byte("tok\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	d, err := New(ctx, Options{Home: home, Cache: c, Registerer: reg, Sinks: map[string]config.Sink{
+		"central": {Type: "forward", URL: config.URLs{dead.URL, live.URL}, TokenFile: token, Schedule: "@every 1h", Compression: "none"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	replica := func() string {
+		t.Helper()
+		st, err := d.Status(ctx, "central")
+		if err != nil || len(st) != 1 {
+			t.Fatalf("Status = %+v, %v", st, err)
+		}
+		return st[0].Replica
+	}
+	if got := replica(); got != dead.URL {
+		t.Errorf("replica before any unit %q, want the first url %q", got, dead.URL)
+	}
+	if res := runNow(t, d, "central"); res.Status != "ok" || res.Rows != 5 {
+		t.Fatalf("run %+v", res)
+	}
+	if got := replica(); got != live.URL {
+		t.Errorf("replica after failover %q, want %q", got, live.URL)
+	}
+	want := map[string]float64{
+		"hyp_forward_failovers_total{sink=central}":                 1,
+		"hyp_forward_replica_up{sink=central,url=" + dead.URL + "}": 0,
+		"hyp_forward_replica_up{sink=central,url=" + live.URL + "}": 1,
+	}
+	got := map[string]float64{}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if !strings.HasPrefix(mf.GetName(), "hyp_forward_") {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			got[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = v
+		}
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("forward metrics %v, want %v", got, want)
+	}
+}

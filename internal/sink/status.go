@@ -43,7 +43,8 @@ type PartitionStatus struct {
 type InstanceStatus struct {
 	Instance   string            `json:"instance"`
 	Type       string            `json:"type"`
-	Error      string            `json:"error,omitempty"` // why the sink cannot run, if it cannot
+	Error      string            `json:"error,omitempty"`   // why the sink cannot run, if it cannot
+	Replica    string            `json:"replica,omitempty"` // forward sinks: the url the next unit goes to
 	Partitions []PartitionStatus `json:"partitions"`
 	Tables     []TableStatus     `json:"tables,omitempty"` // iceberg sinks
 }
@@ -62,6 +63,9 @@ func (d *Driver) Status(ctx context.Context, name string) ([]InstanceStatus, err
 		is := InstanceStatus{Instance: x.name, Type: x.cfg.Type, Partitions: []PartitionStatus{}}
 		if x.broken != nil {
 			is.Error = x.broken.Error()
+		}
+		if f, ok := x.ship.(*forwardShipper); ok {
+			is.Replica = f.client.State().Current
 		}
 		for _, cp := range parts {
 			if !x.covers(cp.Dataset) {
