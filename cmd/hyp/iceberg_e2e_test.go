@@ -14,9 +14,10 @@ import (
 	"github.com/hyp-project/hyp/internal/testutil/lakeread"
 )
 
-func icebergSinkYAML(name, catalogDB, warehouse string) string {
+// icebergSinkYAML is an iceberg sink with the sql catalog at uri (sqlite:// or postgres://).
+func icebergSinkYAML(name, uri, warehouse string) string {
 	return fmt.Sprintf("  %s:\n    type: iceberg\n    catalog: {type: sql, uri: %q}\n    warehouse: %q\n    namespace: hyp\n    schedule: \"@every 1h\"\n",
-		name, "sqlite://"+catalogDB, warehouse)
+		name, uri, warehouse)
 }
 
 // lakeView is what a reader that shares no code with hyp's writer (lakeread) finds in the
@@ -99,7 +100,7 @@ func TestIcebergSinkExactlyOnceAcrossKillNine(t *testing.T) {
 	home, addr := t.TempDir(), freePort(t)
 	lakeDir := t.TempDir()
 	catalogDB, warehouse := filepath.Join(lakeDir, "catalog.db"), filepath.Join(lakeDir, "warehouse")
-	writeDaemonYAML(t, home, addr, "", icebergSinkYAML("lake", catalogDB, warehouse))
+	writeDaemonYAML(t, home, addr, "", icebergSinkYAML("lake", "sqlite://"+catalogDB, warehouse))
 	f := newFeeder(0)
 	feed := func(n int) {
 		for _, s := range []string{"web", "db"} {
