@@ -77,7 +77,7 @@ func TestReadOCF(t *testing.T) {
 		{
 			name:   "primitives",
 			schema: `{"type":"record","name":"p","fields":[{"name":"n","type":"null"},{"name":"b","type":"boolean"},{"name":"i","type":"int"},{"name":"l","type":"long"},{"name":"f","type":"float"},{"name":"d","type":"double"},{"name":"y","type":"bytes"},{"name":"s","type":"string"}]}`,
-			datum:  enc().raw(1).long(-3).long(1<<40).raw(f32(1.5)...).raw(f64(-2.25)...).str("\x00\x01").str("héllo").Bytes(),
+			datum:  enc().raw(1).long(-3).long(1 << 40).raw(f32(1.5)...).raw(f64(-2.25)...).str("\x00\x01").str("héllo").Bytes(),
 			want:   map[string]any{"n": nil, "b": true, "i": int64(-3), "l": int64(1 << 40), "f": 1.5, "d": -2.25, "y": []byte{0, 1}, "s": "héllo"},
 		},
 		{
