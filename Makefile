@@ -89,6 +89,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRows$$' -fuzztime $(FUZZTIME) ./internal/server
 	$(GO) test -run '^$$' -fuzz '^FuzzReadBody$$' -fuzztime $(FUZZTIME) ./internal/httpbody
 	$(GO) test -run '^$$' -fuzz '^FuzzReadZstdBody$$' -fuzztime $(FUZZTIME) ./internal/httpbody
+	$(GO) test -run '^$$' -fuzz '^FuzzReadOCF$$' -fuzztime $(FUZZTIME) ./internal/testutil/lakeread
 	$(GO) test -run '^$$' -fuzz '^FuzzHandEditedFile$$' -fuzztime $(FUZZTIME) ./internal/watermark
 
 clean:

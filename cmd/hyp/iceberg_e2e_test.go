@@ -1,148 +1,90 @@
 package main
 
 import (
-	"database/sql"
-	"encoding/json"
+	"context"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/apache/iceberg-go"
-	_ "github.com/duckdb/duckdb-go/v2"
-	_ "modernc.org/sqlite"
+	"github.com/hyp-project/hyp/internal/lake"
+	"github.com/hyp-project/hyp/internal/testutil/lakeread"
 )
 
-func icebergSinkYAML(name, catalogDB, warehouse string) string {
+// icebergSinkYAML is an iceberg sink with the sql catalog at uri (sqlite:// or postgres://).
+func icebergSinkYAML(name, uri, warehouse string) string {
 	return fmt.Sprintf("  %s:\n    type: iceberg\n    catalog: {type: sql, uri: %q}\n    warehouse: %q\n    namespace: hyp\n    schedule: \"@every 1h\"\n",
-		name, "sqlite://"+catalogDB, warehouse)
+		name, uri, warehouse)
 }
 
-// lakeView is what a reader that shares no code with hyp's writer finds in the table: the
-// catalog row read with plain SQL, the metadata file with encoding/json, the manifests with
-// iceberg-go's Avro reader and the rows with DuckDB.
+// lakeView is what a reader that shares no code with hyp's writer (lakeread) finds in the
+// table: its metadata, manifests and live files, and the id and _hyp_gateway of every row.
 type lakeView struct {
-	ids        []int
-	gateways   map[string]bool
-	files      map[string]int // data file -> times the current snapshot references it
-	snapshots  int
-	hypCommits int // snapshots carrying hyp.commit-id
+	*lakeread.Table
+	ids      []int
+	gateways map[string]bool
 }
 
-func readLakeTable(t *testing.T, catalogDB, dataset string) lakeView {
+// sqliteLake is where an iceberg sink with the sqlite catalog catalogDB keeps its tables.
+func sqliteLake(catalogDB string) lakeread.Options {
+	return lakeread.Options{Catalog: "sqlite://" + catalogDB, Namespace: "hyp"}
+}
+
+func readLakeTable(t *testing.T, o lakeread.Options, dataset string) lakeView {
 	t.Helper()
-	cat, err := sql.Open("sqlite", "file:"+catalogDB+"?mode=ro")
+	ctx := context.Background()
+	tbl, err := lakeread.Read(ctx, o, dataset)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("read table hyp.%s: %v", dataset, err)
 	}
-	defer cat.Close()
-	var loc string
-	if err := cat.QueryRow(`SELECT metadata_location FROM iceberg_tables WHERE table_namespace = 'hyp' AND table_name = ?`, dataset).Scan(&loc); err != nil {
-		t.Fatalf("catalog row of hyp.%s: %v", dataset, err)
-	}
-	var md struct {
-		Current   *int64 `json:"current-snapshot-id"`
-		Snapshots []struct {
-			ID           int64             `json:"snapshot-id"`
-			ManifestList string            `json:"manifest-list"`
-			Summary      map[string]string `json:"summary"`
-		} `json:"snapshots"`
-	}
-	if err := json.Unmarshal(readURI(t, loc), &md); err != nil {
-		t.Fatalf("metadata %s: %v", loc, err)
-	}
-	v := lakeView{gateways: map[string]bool{}, files: map[string]int{}, snapshots: len(md.Snapshots)}
-	var list string
-	for _, s := range md.Snapshots {
-		if s.Summary["hyp.commit-id"] != "" && s.Summary["hyp.gateway"] != "" && s.Summary["hyp.units"] != "" {
-			v.hypCommits++
-		}
-		if md.Current != nil && s.ID == *md.Current {
-			list = s.ManifestList
-		}
-	}
-	if list == "" {
-		return v
-	}
-	manifests, err := iceberg.ReadManifestList(strings.NewReader(string(readURI(t, list))))
+	rows, err := tbl.Rows(ctx, "id", lake.GatewayColumn)
 	if err != nil {
-		t.Fatalf("manifest list %s: %v", list, err)
+		t.Fatalf("rows of hyp.%s: %v", dataset, err)
 	}
-	var paths []string
-	for _, m := range manifests {
-		entries, err := iceberg.ReadManifest(m, strings.NewReader(string(readURI(t, m.FilePath()))), true)
-		if err != nil {
-			t.Fatalf("manifest %s: %v", m.FilePath(), err)
+	v := lakeView{Table: tbl, gateways: map[string]bool{}}
+	for _, r := range rows {
+		id, ok := r[0].(int64)
+		gw, _ := r[1].(string)
+		if !ok {
+			t.Fatalf("hyp.%s: row %v has no integer id", dataset, r)
 		}
-		for _, e := range entries {
-			p := e.DataFile().FilePath()
-			if v.files[p]++; v.files[p] == 1 {
-				paths = append(paths, "'"+strings.ReplaceAll(localPath(t, p), "'", "''")+"'")
-			}
-		}
-	}
-	db, err := sql.Open("duckdb", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	rs, err := db.Query(fmt.Sprintf(`SELECT id, _hyp_gateway FROM read_parquet([%s])`, strings.Join(paths, ",")))
-	if err != nil {
-		t.Fatalf("duckdb read_parquet: %v", err)
-	}
-	defer rs.Close()
-	for rs.Next() {
-		var id int
-		var gw string
-		if err := rs.Scan(&id, &gw); err != nil {
-			t.Fatal(err)
-		}
-		v.ids = append(v.ids, id)
+		v.ids = append(v.ids, int(id))
 		v.gateways[gw] = true
-	}
-	if err := rs.Err(); err != nil {
-		t.Fatal(err)
 	}
 	return v
 }
 
-func localPath(t *testing.T, uri string) string {
-	t.Helper()
-	u, err := url.Parse(uri)
-	if err != nil || (u.Scheme != "file" && u.Scheme != "") {
-		t.Fatalf("table file %q is not local", uri)
-	}
-	return u.Path
-}
-
-func readURI(t *testing.T, uri string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(localPath(t, uri))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-func checkLakeView(t *testing.T, where string, v lakeView, want map[string]map[int]bool) {
+// checkLakeView holds the table to SPEC 6b: every wanted row once, no data file referenced
+// twice, hyp's markers on every snapshot, and _hyp_gateway naming exactly gateways (with
+// none given: one machine, whatever its name).
+func checkLakeView(t *testing.T, where string, v lakeView, want map[string]map[int]bool, gateways ...string) {
 	t.Helper()
 	ok := checkExactlyOnce(t, where, map[string][]int{"logs": v.ids}, want)
-	for f, n := range v.files {
-		if n != 1 {
-			ok = false
-			t.Errorf("%s: data file %s referenced %d times", where, f, n)
+	for _, f := range v.Duplicates {
+		ok = false
+		t.Errorf("%s: data file %s referenced more than once", where, f)
+	}
+	marked := 0
+	for _, s := range v.Snapshots {
+		if s.Summary[lake.PropCommitID] != "" && s.Summary[lake.PropGateway] != "" && s.Summary[lake.PropUnits] != "" {
+			marked++
 		}
 	}
-	if v.hypCommits != v.snapshots {
+	if marked != len(v.Snapshots) {
 		ok = false
-		t.Errorf("%s: %d of %d snapshots carry hyp's markers", where, v.hypCommits, v.snapshots)
+		t.Errorf("%s: %d of %d snapshots carry hyp's markers", where, marked, len(v.Snapshots))
 	}
-	if len(v.gateways) != 1 {
+	var got []string
+	for gw := range v.gateways {
+		got = append(got, gw)
+	}
+	slices.Sort(got)
+	if (len(gateways) == 0 && len(got) != 1) || (len(gateways) > 0 && !slices.Equal(got, gateways)) {
 		ok = false
-		t.Errorf("%s: _hyp_gateway values %v, want this machine's only", where, v.gateways)
+		t.Errorf("%s: _hyp_gateway values %v, want %v (this machine's only when none named)", where, got, gateways)
 	}
 	if !ok {
 		t.FailNow()
@@ -158,7 +100,7 @@ func TestIcebergSinkExactlyOnceAcrossKillNine(t *testing.T) {
 	home, addr := t.TempDir(), freePort(t)
 	lakeDir := t.TempDir()
 	catalogDB, warehouse := filepath.Join(lakeDir, "catalog.db"), filepath.Join(lakeDir, "warehouse")
-	writeDaemonYAML(t, home, addr, "", icebergSinkYAML("lake", catalogDB, warehouse))
+	writeDaemonYAML(t, home, addr, "", icebergSinkYAML("lake", "sqlite://"+catalogDB, warehouse))
 	f := newFeeder(0)
 	feed := func(n int) {
 		for _, s := range []string{"web", "db"} {
@@ -169,14 +111,14 @@ func TestIcebergSinkExactlyOnceAcrossKillNine(t *testing.T) {
 	d := startHypDaemon(t, home, addr)
 	feed(100)
 	requireRun(t, home, "lake", f.take())
-	v := readLakeTable(t, catalogDB, "logs")
+	v := readLakeTable(t, sqliteLake(catalogDB), "logs")
 	checkLakeView(t, "first run", v, f.want)
-	if v.snapshots != 1 {
-		t.Fatalf("one run made %d snapshots, want 1 for both partitions", v.snapshots)
+	if len(v.Snapshots) != 1 {
+		t.Fatalf("one run made %d snapshots, want 1 for both partitions", len(v.Snapshots))
 	}
 	requireNoopRun(t, home, "lake")
-	if v := readLakeTable(t, catalogDB, "logs"); v.snapshots != 1 {
-		t.Fatalf("a run with no new rows committed (%d snapshots)", v.snapshots)
+	if v := readLakeTable(t, sqliteLake(catalogDB), "logs"); len(v.Snapshots) != 1 {
+		t.Fatalf("a run with no new rows committed (%d snapshots)", len(v.Snapshots))
 	}
 	st := runHyp(t, home, time.Minute, "sink", "status", "lake", "--json")
 	if st.code != 0 || !strings.Contains(st.stdout, `"last_commit_id"`) {
@@ -192,10 +134,10 @@ func TestIcebergSinkExactlyOnceAcrossKillNine(t *testing.T) {
 		feed(40) // new rows arrive before the retry
 		f.take()
 		requireRun(t, home, "lake", -1)
-		checkLakeView(t, where, readLakeTable(t, catalogDB, "logs"), f.want)
-		before := readLakeTable(t, catalogDB, "logs").snapshots
+		checkLakeView(t, where, readLakeTable(t, sqliteLake(catalogDB), "logs"), f.want)
+		before := len(readLakeTable(t, sqliteLake(catalogDB), "logs").Snapshots)
 		requireNoopRun(t, home, "lake")
-		if after := readLakeTable(t, catalogDB, "logs").snapshots; after != before {
+		if after := len(readLakeTable(t, sqliteLake(catalogDB), "logs").Snapshots); after != before {
 			t.Fatalf("%s: a run with no new rows committed (%d -> %d snapshots)", where, before, after)
 		}
 		d.stop(t)
