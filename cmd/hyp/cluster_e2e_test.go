@@ -63,6 +63,26 @@ func clusterStatus(t *testing.T, r *replica) clusterStatusJSON {
 	return st
 }
 
+// settled waits until a committer has committed everything staged, with gateways known.
+func settled(t *testing.T, r *replica, gateways int) clusterStatusJSON {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		st := clusterStatus(t, r)
+		staged := int64(0)
+		for _, g := range st.Gateways {
+			staged += g.RowsStaged
+		}
+		if staged == 0 && st.Committer != "" && len(st.Gateways) == gateways {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cluster did not commit everything staged: %+v", st)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // pidOf reads the process id out of a replica id (host-pid-random).
 func pidOf(id string) int {
 	parts := strings.Split(id, "-")
@@ -74,7 +94,7 @@ func pidOf(id string) int {
 }
 
 // TestClusterReplicasExactlyOnce: two replicas share one PostgreSQL database and one lake;
-// two gateways forward to them. One replica is killed -9 after staging a chunk's files but
+// two gateways forward to both (a url list). One replica is killed -9 after staging a chunk's files but
 // before recording them, and the committer is killed -9 after a lake commit it had not yet
 // marked, then at an arbitrary instant; each comes back. The table ends with every
 // acknowledged row once, from both gateways, and `server status` names a committer, with
@@ -98,7 +118,10 @@ func TestClusterReplicasExactlyOnce(t *testing.T) {
 	var gws []gateway
 	for i, r := range rs {
 		g := gateway{home: t.TempDir(), addr: freePort(t), f: newFeeder(i * 1_000_000)}
-		writeDaemonYAML(t, g.home, g.addr, "", forwardSinkYAML("central", "http://"+r.listen, tokens))
+		// Each gateway lists both replicas, its own first: a replica that is down fails over.
+		other := rs[1-i]
+		writeDaemonYAML(t, g.home, g.addr, "", fmt.Sprintf("  central:\n    type: forward\n    url: [%q, %q]\n    token_file: %q\n    schedule: \"@every 1h\"\n",
+			"http://"+r.listen, "http://"+other.listen, tokens))
 		startHypDaemon(t, g.home, g.addr)
 		gws = append(gws, g)
 	}
@@ -130,7 +153,9 @@ func TestClusterReplicasExactlyOnce(t *testing.T) {
 	drain("after the staging kill")
 
 	// The committer dies right after a lake commit it has not marked: with replica 0 alone
-	// it is the committer, and its successor must find that commit in the table.
+	// it is the committer, and its successor must find that commit in the table. Nothing
+	// may be staged before, or that is what it commits before it is even ready.
+	settled(t, rs[1], 2)
 	for _, r := range rs {
 		r.proc.kill9()
 	}
@@ -162,22 +187,7 @@ func TestClusterReplicasExactlyOnce(t *testing.T) {
 	feed(50)
 	drain("last round")
 
-	deadline := time.Now().Add(90 * time.Second)
-	var st clusterStatusJSON
-	for {
-		st = clusterStatus(t, rs[0])
-		staged := int64(0)
-		for _, g := range st.Gateways {
-			staged += g.RowsStaged
-		}
-		if staged == 0 && st.Committer != "" && len(st.Gateways) == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the cluster did not commit everything staged: %+v", st)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	st := settled(t, rs[0], 2)
 	want := unionWant(gws[0].f.want, gws[1].f.want)
 	stored := int64(0)
 	for _, g := range st.Gateways {
