@@ -95,6 +95,25 @@ func tableRows(t *testing.T, c *Cluster) (map[string]int, map[string]int) {
 	return ids, files
 }
 
+// checkTable expects want distinct ids in the table, each once, in files each referenced once.
+func checkTable(t *testing.T, c *Cluster, want int) {
+	t.Helper()
+	ids, files := tableRows(t, c)
+	if len(ids) != want {
+		t.Fatalf("table holds %d distinct ids, want %d", len(ids), want)
+	}
+	for id, n := range ids {
+		if n != 1 {
+			t.Errorf("id %s stored %d times", id, n)
+		}
+	}
+	for f, n := range files {
+		if n != 1 {
+			t.Errorf("file %s referenced %d times", f, n)
+		}
+	}
+}
+
 // TestReplicasStoreEachRowOnce: two replicas given overlapping, differently chunked resends
 // of one gateway's rows at once store every seq once, and the committer's snapshot holds
 // each row once, from both gateways.
@@ -129,20 +148,7 @@ func TestReplicasStoreEachRowOnce(t *testing.T) {
 	if err := rs[1].CommitStaged(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ids, files := tableRows(t, rs[0])
-	if len(ids) != 230 {
-		t.Fatalf("table holds %d distinct ids, want 230", len(ids))
-	}
-	for id, n := range ids {
-		if n != 1 {
-			t.Errorf("id %s stored %d times", id, n)
-		}
-	}
-	for f, n := range files {
-		if n != 1 {
-			t.Errorf("file %s referenced %d times", f, n)
-		}
-	}
+	checkTable(t, rs[0], 230)
 	// A second round with nothing staged commits nothing.
 	head, _ := rs[0].lake.Head(ctx, "logs")
 	if err := rs[0].CommitStaged(ctx); err != nil {
@@ -182,15 +188,7 @@ func TestSuccessorFinishesALandedIntent(t *testing.T) {
 	if err := rs[1].CommitStaged(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ids, _ := tableRows(t, rs[1])
-	if len(ids) != 30 {
-		t.Fatalf("table holds %d distinct ids, want 30", len(ids))
-	}
-	for id, n := range ids {
-		if n != 1 {
-			t.Errorf("id %s stored %d times", id, n)
-		}
-	}
+	checkTable(t, rs[1], 30)
 	var open int
 	if err := rs[1].pool.QueryRow(ctx, `SELECT count(*) FROM hyp_staged WHERE committed_at IS NULL`).Scan(&open); err != nil || open != 0 {
 		t.Fatalf("%d staged files left uncommitted (%v)", open, err)
