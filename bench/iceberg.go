@@ -103,7 +103,9 @@ func icebergS3Bench(minioBin string, n, ticks int) error {
 		return err
 	}
 	slices.Sort(lat)
-	pct := func(p float64) time.Duration { return lat[max(int(float64(len(lat))*p+0.999)-1, 0)].Round(100 * time.Microsecond) }
+	pct := func(p float64) time.Duration {
+		return lat[max(int(float64(len(lat))*p+0.999)-1, 0)].Round(100 * time.Microsecond)
+	}
 	if len(lat) > 0 {
 		fmt.Printf("iceberg (postgres, MinIO): %d ticks of %d new rows each, one commit each: median %s, p95 %s, max %s\n",
 			len(lat), icebergParts*100, pct(0.5), pct(0.95), lat[len(lat)-1].Round(100*time.Microsecond))
