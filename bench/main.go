@@ -62,7 +62,12 @@ func main() {
 		{"scan", func() error { return scanBench(*scanRows) }},
 		{"sinks", func() error { return sinkBench(*bin, *minioBin, *sinkRows) }},
 		{"blob", func() error { return blobBench(*blobRows, *blobUnitRows, *blobProfile) }},
-		{"iceberg", func() error { return icebergBench(*icebergRows, *icebergTicks) }},
+		{"iceberg", func() error {
+			if err := icebergBench(*icebergRows, *icebergTicks); err != nil {
+				return err
+			}
+			return icebergS3Bench(*minioBin, *icebergRows, *icebergTicks)
+		}},
 		{"tick", func() error { return tickBench(*tickRows) }},
 		{"trickle", func() error { return trickleBench(*bin, *trickleSources, *trickleEvery, *trickleFor) }},
 		{"many", func() error { return manyBench(*bin, *manySources) }},

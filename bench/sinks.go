@@ -285,14 +285,22 @@ func startMinIO(bin, data string) (string, func(), error) {
 
 func makeBucket(endpoint, bucket string) error {
 	ctx := context.Background()
-	cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion("us-east-1"))
+	cl, err := s3Client(ctx, endpoint)
 	if err != nil {
 		return err
 	}
-	cl := s3.NewFromConfig(cfg, func(o *s3.Options) {
-		o.BaseEndpoint = aws.String(endpoint)
-		o.UsePathStyle = true
-	})
 	_, err = cl.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)})
 	return err
+}
+
+// s3Client reaches the MinIO startMinIO runs, with the credentials it put in the environment.
+func s3Client(ctx context.Context, endpoint string) (*s3.Client, error) {
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion("us-east-1"))
+	if err != nil {
+		return nil, err
+	}
+	return s3.NewFromConfig(cfg, func(o *s3.Options) {
+		o.BaseEndpoint = aws.String(endpoint)
+		o.UsePathStyle = true
+	}), nil
 }
