@@ -68,6 +68,18 @@ func openLake(t *testing.T, catalogType, partitionBy, gateway string) (*Lake, Op
 	return l, o
 }
 
+// openAs opens another writer of o's catalog and warehouse, as gateway gw.
+func openAs(t *testing.T, o Options, gw string) *Lake {
+	t.Helper()
+	o.Gateway = gw
+	l, err := Open(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
 func batch(t *testing.T, part string, first int64, n int, nType arrow.DataType) Batch {
 	rec := cacheRecord(t, first, n, nType)
 	t.Cleanup(rec.Release)
@@ -308,12 +320,7 @@ func commitConcurrently(t *testing.T, a, b *Lake, commits, rowsPer int, repeat b
 func TestConcurrentWritersNeverDuplicate(t *testing.T) {
 	ctx := context.Background()
 	a, o := openLake(t, "sql", "day", "gw-a")
-	o.Gateway = "gw-b"
-	b, err := Open(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openAs(t, o, "gw-b")
 	const commits, rowsPer = 8, 5
 	commitConcurrently(t, a, b, commits, rowsPer, false)
 	tbl, _ := a.load(ctx, "logs")

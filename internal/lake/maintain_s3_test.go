@@ -24,17 +24,7 @@ func TestMaintainOnS3WithPostgres(t *testing.T) {
 	m.CreateBucket(t, "lake")
 	o := Options{Catalog: "sql", URI: pgtest.Start(t).URI(), Warehouse: "s3://lake/tables", Namespace: "hyp", PartitionBy: "day",
 		Region: m.Region(), Endpoint: m.Endpoint(), PathStyle: true, Gateway: "gw-a"}
-	a, err := Open(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	o.Gateway = "gw-b"
-	b, err := Open(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a, b := openAs(t, o, "gw-a"), openAs(t, o, "gw-b")
 	commitMany(t, a, "source=web", 1, 5, 4)
 	commitMany(t, b, "source=db", 1, 3, 4)
 	tbl, _ := a.load(ctx, "logs")

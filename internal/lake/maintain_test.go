@@ -174,12 +174,7 @@ func TestMaintain(t *testing.T) {
 func TestCompactionWithConcurrentAppend(t *testing.T) {
 	ctx := context.Background()
 	a, o := openLake(t, "sql", "day", "gw-a")
-	o.Gateway = "gw-b"
-	b, err := Open(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openAs(t, o, "gw-b")
 	commitMany(t, a, "source=web", 1, 6, 3)
 	before, _ := liveFiles(t, a)
 	opts := MaintainOptions{Compact: true, RetainLast: 100, ExpireOlderThan: time.Hour}
@@ -297,12 +292,7 @@ func maintainOrphans(t *testing.T, catalogType string) {
 func TestRecoveryAfterExpiry(t *testing.T) {
 	ctx := context.Background()
 	a, o := openLake(t, "sql", "day", "gw-a")
-	o.Gateway = "gw-b"
-	b, err := Open(ctx, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openAs(t, o, "gw-b")
 	landed := commitOf("gw-a", batch(t, "source=web", 1, 4, arrow.PrimitiveTypes.Int64))
 	if _, err := a.Commit(ctx, landed); err != nil {
 		t.Fatal(err)

@@ -14,11 +14,7 @@ import (
 func TestStagedFilesCommitOnce(t *testing.T) {
 	ctx := context.Background()
 	a, o := openLake(t, "sql", "day", "cluster")
-	b, err := Open(ctx, o) // a second replica on the same catalog
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openAs(t, o, "cluster") // a second replica on the same catalog
 
 	ba := batch(t, "gateway=gw-a/source=api", 1, 5, arrow.PrimitiveTypes.Int64)
 	ba.Gateway = "gw-a"
