@@ -7,7 +7,8 @@
 // (gateway, dataset, partition): the ledger is read, the rows it lacks are written to the
 // warehouse as staged data files, and the files and the chunk's span are recorded. Only the
 // transaction's commit makes a row stored; a replica that dies before it leaves files nothing
-// records (orphans, removed by maintenance) and the sender's retry stores the rows again.
+// records (orphans, removed by the committer's upkeep) and the sender's retry stores the rows
+// again.
 //
 // The committer is whichever replica holds a session advisory lock; PostgreSQL releases it
 // when that replica's connection ends, and another replica takes it. A commit is decided in
@@ -16,7 +17,8 @@
 // commit id in the table (internal/lake) instead of committing it again.
 //
 // The package never acknowledges anything (the caller answers the sender once Store returns),
-// never deletes a staged file, and never commits a file twice.
+// never deletes a file hyp_staged records as not yet committed, and never commits a file
+// twice.
 package cluster
 
 import (
@@ -43,6 +45,10 @@ type Options struct {
 	Postgres       string // postgres:// URI of the shared database
 	Lake           lake.Options
 	CommitInterval time.Duration
+	// Maintain is the committer's table upkeep (its Compact, ExpireOlderThan and
+	// RetainLast), due by MaintainSchedule; a nil schedule means never.
+	Maintain         lake.MaintainOptions
+	MaintainSchedule Schedule
 	// Addr is where this replica listens, shown by `hyp server status`.
 	Addr       string
 	Registerer prometheus.Registerer // nil leaves the metrics unregistered
@@ -67,6 +73,8 @@ type Cluster struct {
 	id       string
 	addr     string
 	interval time.Duration
+	maintain lake.MaintainOptions
+	upkeep   Schedule
 	log      *slog.Logger
 	metrics  *metrics
 	started  time.Time
@@ -108,7 +116,7 @@ func Open(ctx context.Context, o Options) (*Cluster, error) {
 		pool.Close()
 		return nil, err
 	}
-	c := &Cluster{pool: pool, lake: l, id: id, addr: o.Addr, interval: o.CommitInterval, log: o.Logger, metrics: m, started: time.Now(),
+	c := &Cluster{pool: pool, lake: l, id: id, addr: o.Addr, interval: o.CommitInterval, maintain: o.Maintain, upkeep: o.MaintainSchedule, log: o.Logger, metrics: m, started: time.Now(),
 		afterStage: failpoint.At("cluster-after-stage"), afterLakeCommit: failpoint.At("cluster-after-lake-commit")}
 	if c.log == nil {
 		c.log = slog.Default()

@@ -21,7 +21,8 @@ import (
 const maxCommitFiles = 2000
 
 // Run keeps the replica's heartbeat and, while it holds the committer lock, commits staged
-// files every commit interval. It returns when ctx ends.
+// files every commit interval and runs the tables' upkeep when it is due, after a commit.
+// It returns when ctx ends.
 func (c *Cluster) Run(ctx context.Context) {
 	beat := time.NewTicker(heartbeat)
 	defer beat.Stop()
@@ -37,7 +38,7 @@ func (c *Cluster) Run(ctx context.Context) {
 			drop()
 		}
 	}()
-	nextCommit := time.Now()
+	nextCommit, nextUpkeep := time.Now(), c.nextUpkeep(time.Now())
 	for {
 		if err := c.beat(ctx); err != nil && ctx.Err() == nil {
 			c.log.Warn("cluster: heartbeat failed", "err", err)
@@ -58,6 +59,12 @@ func (c *Cluster) Run(ctx context.Context) {
 				c.log.Warn("cluster: commit failed; staged rows stay staged until the next try", "err", err)
 			}
 			nextCommit = time.Now().Add(c.interval)
+			if !nextUpkeep.IsZero() && !time.Now().Before(nextUpkeep) {
+				if _, err := c.Maintain(ctx); err != nil && ctx.Err() == nil {
+					c.log.Warn("cluster: table upkeep failed; the next run tries again", "err", err)
+				}
+				nextUpkeep = c.nextUpkeep(time.Now())
+			}
 		}
 		wait := heartbeat
 		if lock != nil {
@@ -69,6 +76,14 @@ func (c *Cluster) Run(ctx context.Context) {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// nextUpkeep is when upkeep is due after now; zero means never.
+func (c *Cluster) nextUpkeep(now time.Time) time.Time {
+	if c.upkeep == nil {
+		return time.Time{}
+	}
+	return c.upkeep.Next(now)
 }
 
 func boolGauge(b bool) float64 {

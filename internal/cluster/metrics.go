@@ -15,6 +15,9 @@ type metrics struct {
 	commits       *prometheus.CounterVec
 	commitSeconds prometheus.Histogram
 	stageSeconds  prometheus.Histogram
+	maintains     *prometheus.CounterVec
+	orphans       prometheus.Counter
+	dataFiles     *prometheus.GaugeVec
 }
 
 // newMetrics registers on reg when it is not nil; without one the metrics still count.
@@ -32,11 +35,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Time to commit one intent's staged files to the lake.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 12)}),
 		stageSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "hyp_cluster_stage_seconds",
 			Help: "Time to write one chunk's staged data files to the warehouse.", Buckets: prometheus.ExponentialBuckets(0.002, 2, 12)}),
+		maintains: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hyp_cluster_maintain_total",
+			Help: "Table upkeep runs of this replica as committer, by result (ok or failed)."}, []string{"result"}),
+		orphans: prometheus.NewCounter(prometheus.CounterOpts{Name: "hyp_cluster_orphans_removed_total",
+			Help: "Files no table and no staged record named (a replica died between writing and recording them), removed by upkeep."}),
+		dataFiles: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hyp_cluster_data_files",
+			Help: "Live data files of a lake table after this replica's last upkeep."}, []string{"table"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	collectors := []prometheus.Collector{m.committer, m.staged, m.lag, m.commits, m.commitSeconds, m.stageSeconds}
+	collectors := []prometheus.Collector{m.committer, m.staged, m.lag, m.commits, m.commitSeconds, m.stageSeconds, m.maintains, m.orphans, m.dataFiles}
 	if err := promreg.Register(reg, collectors...); err != nil {
 		return nil, fmt.Errorf("cluster: registering metrics: %w", err)
 	}

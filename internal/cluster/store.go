@@ -39,6 +39,10 @@ func (c *Cluster) Store(ctx context.Context, ch Chunk) (Stored, error) {
 	part := partition.GatewayName(ch.Gateway, ch.Source)
 	first, last := ch.Seqs[0], ch.Seqs[len(ch.Seqs)-1]
 	var out Stored
+	// Upkeep takes a file older than orphanAge that hyp_staged does not name for an orphan,
+	// so a transaction that wrote files commits within stageDeadline or not at all.
+	ctx, cancel := context.WithTimeout(ctx, stageDeadline)
+	defer cancel()
 	err := c.inTx(ctx, func(tx pgx.Tx) error {
 		// Two replicas given chunks of one key wait for each other here, so a seq is found
 		// missing and stored by one transaction at a time.

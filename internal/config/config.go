@@ -241,7 +241,7 @@ func parse(home, name string, data []byte) (*Config, error) {
 	} else {
 		cfg.Sinks = defaultSinks
 	}
-	probs = append(probs, resolveServer(home, &cfg.Server)...)
+	probs = append(probs, resolveServer(home, &cfg.Server, keys.given)...)
 	probs = append(probs, validate(cfg)...)
 	probs = append(probs, validateServer(cfg.Server)...)
 	if len(probs) > 0 {

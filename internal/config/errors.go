@@ -20,6 +20,12 @@ type keyIndex struct {
 
 type indexedKey struct{ name, path string }
 
+// given says whether the document sets the key at path.
+func (idx *keyIndex) given(path string) bool {
+	_, ok := idx.lines[path]
+	return ok
+}
+
 // indexKeys walks the document without following aliases, so its cost is
 // linear in the input however much aliasing the document uses.
 func indexKeys(root *yaml.Node) *keyIndex {

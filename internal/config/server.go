@@ -16,7 +16,9 @@ type Server struct {
 type Cluster struct {
 	Postgres string `yaml:"postgres"` // postgres:// URI of the database every replica shares
 	// Lake is the table every replica stages into and the committer commits to: an
-	// iceberg sink block (its schedule and maintain keys are not used).
+	// iceberg sink block. Its schedule is not used; its maintain block is the committer's
+	// upkeep between commits, which in a cluster runs every 10m and compacts unless the
+	// block says otherwise: every replica stages a file per chunk.
 	Lake           Sink     `yaml:"lake"`
 	CommitInterval Duration `yaml:"commit_interval"`
 }
@@ -26,7 +28,15 @@ const defaultCommitInterval = Duration(30 * time.Second)
 
 const clusterKey = "server.cluster"
 
-func resolveServer(home string, s *Server) []problem {
+// Cluster upkeep defaults (issue 13): small files from many gateways are bounded by
+// compacting them, unlike a sink's upkeep, which runs only on demand.
+const (
+	defaultClusterMaintain = "@every 10m"
+	defaultClusterCompact  = true
+)
+
+// resolveServer fills in cluster mode's defaults; given says whether the file set a key.
+func resolveServer(home string, s *Server, given func(key string) bool) []problem {
 	c := s.Cluster
 	if c == nil {
 		return nil
@@ -39,6 +49,12 @@ func resolveServer(home string, s *Server) []problem {
 	}
 	if c.Lake.Schedule == "" {
 		c.Lake.Schedule = defaultSchedule
+	}
+	if c.Lake.Maintain.Schedule == "" {
+		c.Lake.Maintain.Schedule = defaultClusterMaintain
+	}
+	if !given(clusterKey + ".lake.maintain.compact") {
+		c.Lake.Maintain.Compact = defaultClusterCompact
 	}
 	if c.Lake.Type != "iceberg" {
 		return nil // validateServer names it

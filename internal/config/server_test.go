@@ -45,3 +45,28 @@ func TestParseServerCluster(t *testing.T) {
 		})
 	}
 }
+
+// TestClusterUpkeepDefaults: a cluster's committer compacts every 10m unless the lake block's
+// maintain says otherwise.
+func TestClusterUpkeepDefaults(t *testing.T) {
+	const base = "server:\n  cluster:\n    postgres: postgres://db/hyp\n    lake:\n      catalog: {type: sql, uri: \"postgres://db/hyp\"}\n      warehouse: /w\n"
+	tests := []struct {
+		name, maintain string
+		want           Maintain
+	}{
+		{"absent", "", Maintain{Schedule: "@every 10m", Compact: true, ExpireOlderThan: defaultExpireOlderThan, RetainLast: defaultRetainLast}},
+		{"schedule only", "      maintain: {schedule: \"@every 1h\"}\n", Maintain{Schedule: "@every 1h", Compact: true, ExpireOlderThan: defaultExpireOlderThan, RetainLast: defaultRetainLast}},
+		{"compaction off", "      maintain: {compact: false, retain_last: 3}\n", Maintain{Schedule: "@every 10m", ExpireOlderThan: defaultExpireOlderThan, RetainLast: 3}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse(home, []byte(base+tt.maintain))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.Server.Cluster.Lake.Maintain; got != tt.want {
+				t.Fatalf("maintain = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}

@@ -27,6 +27,7 @@ import (
 	"github.com/hyp-project/hyp/internal/home"
 	"github.com/hyp-project/hyp/internal/httpbody"
 	"github.com/hyp-project/hyp/internal/ingest"
+	"github.com/hyp-project/hyp/internal/lake"
 	"github.com/hyp-project/hyp/internal/ledger"
 	"github.com/hyp-project/hyp/internal/node"
 	"github.com/hyp-project/hyp/internal/server"
@@ -130,9 +131,16 @@ func localFront(ctx context.Context, dir string, o server.Options, n *node.Node)
 // PostgreSQL ledger and the lake, and the replica competes for the committer role until the
 // server stops.
 func clusterFront(ctx context.Context, cc *config.Cluster, listen string, o server.Options, n *node.Node) (http.Handler, func(), error) {
+	m := cc.Lake.Maintain
+	upkeep, err := config.ParseSchedule(m.Schedule)
+	if err != nil {
+		return nil, nil, fmt.Errorf("server.cluster.lake.maintain.schedule: %w", err)
+	}
 	c, err := cluster.Open(ctx, cluster.Options{
 		Postgres: cc.Postgres, Lake: sink.LakeOptions(cc.Lake, cluster.Writer, cluster.Writer), CommitInterval: time.Duration(cc.CommitInterval),
-		Addr: listen, Registerer: n.Reg, Logger: o.Logger,
+		Maintain:         lake.MaintainOptions{Compact: m.Compact, ExpireOlderThan: time.Duration(m.ExpireOlderThan), RetainLast: m.RetainLast},
+		MaintainSchedule: upkeep,
+		Addr:             listen, Registerer: n.Reg, Logger: o.Logger,
 	})
 	if err != nil {
 		return nil, nil, err

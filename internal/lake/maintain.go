@@ -21,7 +21,8 @@ import (
 //   - orphans: files under the table's location that no retained snapshot or metadata
 //     version references, older than MaintainOptions.OrphanOlderThan (another machine's
 //     commit in flight has written files it has not committed yet), and not named by a
-//     commit this machine has decided but not resolved (Protect);
+//     commit this machine has decided but not resolved (Protect), and not kept by another
+//     record (Keep: a cluster's staged files);
 //   - nothing else: a compaction only adds files and drops the small ones from the table in
 //     the same snapshot.
 //
@@ -41,6 +42,9 @@ type MaintainOptions struct {
 	// Protect are commits decided and not yet resolved: their data files may be on disk
 	// and not in the table, and a recovering commit may still add them.
 	Protect []Pending
+	// Keep are files some record other than the table holds on to (a cluster's staged,
+	// not yet committed files): never orphans, however old.
+	Keep []string
 
 	// beforeCompactCommit runs between writing a compaction's files and committing them
 	// (tests commit from another writer there).
@@ -340,12 +344,16 @@ func (l *Lake) removeOrphans(ctx context.Context, dataset string, tbl *table.Tab
 		live[localKey(t.File.FilePath())] = true
 	}
 	protected := protectedIDs(o.Protect, dataset, orphans)
+	kept := make(map[string]bool, len(o.Keep))
+	for _, f := range o.Keep {
+		kept[localKey(f)] = true
+	}
 	var doomed []string
 	for _, f := range orphans {
 		if live[localKey(f)] {
 			return 0, fmt.Errorf("orphan scan named the live data file %s: removing nothing", f)
 		}
-		if !protected(f) {
+		if !protected(f) && !kept[localKey(f)] {
 			doomed = append(doomed, f)
 		}
 	}
