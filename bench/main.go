@@ -51,7 +51,9 @@ func main() {
 	blobProfile := flag.String("blob-cpuprofile", "", "write a CPU profile of the blob export to this file")
 	icebergRows := flag.Int("iceberg-rows", 1_000_000, "rows of the iceberg sink figure (0 skips)")
 	icebergTicks := flag.Int("iceberg-ticks", 60, "small ticks after the iceberg sink's first export")
-	only := flag.String("only", "", "run one section: ingest, scan, sinks, blob, iceberg, tick, trickle, many, edge, wide or compactwait")
+	clusterGateways := flag.Int("cluster-gateways", 50, "machines forwarding to the cluster figure's replicas (0 skips)")
+	clusterRows := flag.Int("cluster-rows", 20_000, "rows of each machine's backlog in the cluster figure")
+	only := flag.String("only", "", "run one section: ingest, scan, sinks, blob, iceberg, tick, trickle, many, edge, wide, compactwait or cluster")
 	flag.Parse()
 	fmt.Printf("machine: %d CPUs, %s/%s, %s\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, time.Now().UTC().Format(time.RFC3339))
 	sections := []struct {
@@ -74,6 +76,7 @@ func main() {
 		{"edge", func() error { return edgeBench(*bin, edge) }},
 		{"wide", func() error { return wideBench(*bin, *wideFields, *widePerReq) }},
 		{"compactwait", func() error { return compactWaitBench(*compactRows) }},
+		{"cluster", func() error { return clusterBench(*bin, *minioBin, *clusterGateways, *clusterRows) }},
 	}
 	for _, s := range sections {
 		if *only != "" && *only != s.name {
@@ -81,7 +84,7 @@ func main() {
 		}
 		if (s.name == "sinks" && *sinkRows == 0) || (s.name == "blob" && *blobRows == 0) || (s.name == "iceberg" && *icebergRows == 0) || (s.name == "tick" && *tickRows == 0) ||
 			(s.name == "trickle" && *trickleSources == 0) || (s.name == "many" && *manySources == 0) || (s.name == "edge" && edge.conns == 0) ||
-			(s.name == "wide" && *wideFields == 0) || (s.name == "compactwait" && *compactRows == 0) {
+			(s.name == "wide" && *wideFields == 0) || (s.name == "compactwait" && *compactRows == 0) || (s.name == "cluster" && *clusterGateways == 0) {
 			continue
 		}
 		if err := s.run(); err != nil {

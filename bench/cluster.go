@@ -1,0 +1,303 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hyp-project/hyp/internal/cluster"
+	"github.com/hyp-project/hyp/internal/testutil/lakeread"
+)
+
+// clusterBench is issue 13's scale figure: gateways machines (each a daemon with a home of
+// its own, a backlog of rows ingested before) forward at once to one, then to two `hyp
+// server` replicas in cluster mode over one PostgreSQL and a MinIO warehouse on this machine,
+// each replica pinned to a core of its own with taskset. It prints rows/s stored, the
+// largest commit lag seen, rows stored twice (read back by lakeread), the CPU seconds of the
+// replicas and of the daemons, and, with two replicas, how long the cluster goes without a
+// committer when the committer is killed -9.
+func clusterBench(bin, minioBin string, gateways, rows int) error {
+	for _, replicas := range []int{1, 2} {
+		if err := clusterRun(bin, minioBin, gateways, rows, replicas); err != nil {
+			return fmt.Errorf("%d replicas: %w", replicas, err)
+		}
+	}
+	return nil
+}
+
+func clusterRun(bin, minioBin string, gateways, rows, replicas int) error {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "hyp-bench-cluster-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	pgURI, stopPG, err := startPostgres()
+	if err != nil {
+		return err
+	}
+	defer stopPG()
+	endpoint, stopMinIO, err := startMinIO(minioBin, filepath.Join(dir, "minio"))
+	if err != nil {
+		return err
+	}
+	defer stopMinIO()
+	tokens := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(tokens, []byte("bench-token\n"), 0o600); err != nil {
+		return err
+	}
+
+	// The backlog first, with no sink, so every gateway starts forwarding at once later.
+	homes := make([]string, gateways)
+	err = parallel(gateways, 8, func(i int) error {
+		homes[i] = filepath.Join(dir, fmt.Sprintf("gw-%02d", i))
+		if err := os.Mkdir(homes[i], 0o700); err != nil {
+			return err
+		}
+		d, err := gatewayDaemon(bin, homes[i], "sinks: {}\n")
+		if err != nil {
+			return err
+		}
+		defer d.term()
+		hc := &http.Client{}
+		for from := 0; from < rows; from += 1000 {
+			if err := (&daemon{addr: d.addr}).post(hc, "?source=app", body(from, min(1000, rows-from))); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("ingest the backlog: %w", err)
+	}
+
+	var rs []*proc
+	var urls []string
+	for i := range replicas {
+		home := filepath.Join(dir, fmt.Sprintf("replica-%d", i))
+		os.Mkdir(home, 0o700)
+		cfg := fmt.Sprintf("ingest:\n  listen: %s\nsinks: {}\nserver:\n  cluster:\n    postgres: %q\n    commit_interval: 5s\n    lake:\n"+
+			"      catalog: {type: sql, uri: %q}\n      warehouse: s3://bench/lake\n      s3: {region: us-east-1, endpoint: %q, force_path_style: true}\n",
+			freeAddr(), pgURI, pgURI, endpoint)
+		if err := os.WriteFile(filepath.Join(home, "hyp.yaml"), []byte(cfg), 0o600); err != nil {
+			return err
+		}
+		addr := freeAddr()
+		p, err := startProc(exec.Command("taskset", "-c", strconv.Itoa(i%2), bin, "server", "--home", home, "--listen", addr, "--token-file", tokens), addr)
+		if err != nil {
+			return err
+		}
+		defer p.term()
+		rs = append(rs, p)
+		urls = append(urls, strconv.Quote("http://"+addr))
+	}
+
+	start := time.Now()
+	ds := make([]*proc, gateways)
+	err = parallel(gateways, 8, func(i int) error {
+		list := append(append([]string{}, urls[i%replicas:]...), urls[:i%replicas]...)
+		sinks := fmt.Sprintf("sinks:\n  central:\n    type: forward\n    url: [%s]\n    token_file: %q\n    schedule: \"@every 1s\"\n", strings.Join(list, ", "), tokens)
+		var err error
+		ds[i], err = gatewayDaemon(bin, homes[i], sinks)
+		return err
+	})
+	for _, d := range ds {
+		if d != nil {
+			defer d.term()
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("start the gateways: %w", err)
+	}
+
+	total := int64(gateways * rows)
+	var first, stored, committed time.Time
+	maxLag := 0.0
+	for committed.IsZero() {
+		if time.Since(start) > 10*time.Minute {
+			return fmt.Errorf("not everything stored and committed after 10 minutes")
+		}
+		time.Sleep(250 * time.Millisecond)
+		rep, err := cluster.Status(ctx, pgURI)
+		if err != nil {
+			continue
+		}
+		var s, staged int64
+		for _, g := range rep.Gateways {
+			s += g.RowsStored
+			staged += g.RowsStaged
+			maxLag = max(maxLag, g.CommitLagSeconds)
+		}
+		now := time.Now()
+		if s > 0 && first.IsZero() {
+			first = now
+		}
+		if s >= total && stored.IsZero() {
+			stored = now
+		}
+		if !stored.IsZero() && staged == 0 {
+			committed = now
+		}
+	}
+	var replicaCPU, gatewayCPU time.Duration
+	for _, p := range rs {
+		replicaCPU += p.cpu()
+	}
+	for _, d := range ds {
+		gatewayCPU += d.cpu()
+	}
+
+	lakeRows, twice, err := lakeDuplicates(ctx, pgURI, endpoint)
+	if err != nil {
+		return err
+	}
+	window := stored.Sub(first)
+	fmt.Printf("cluster: %d gateways x %d rows -> %d replica(s) (taskset one core each), MinIO + PostgreSQL: %.0f rows/s stored (%d rows in %s from the first stored row; %s from the gateways' start), all committed %s later, largest commit lag %.1fs; lake holds %d rows, %d stored twice; CPU: replicas %.1fs, gateways %.1fs\n",
+		gateways, rows, replicas, float64(total)/window.Seconds(), total, window.Round(time.Millisecond), stored.Sub(start).Round(time.Millisecond),
+		committed.Sub(stored).Round(time.Millisecond), maxLag, lakeRows, twice, replicaCPU.Seconds(), gatewayCPU.Seconds())
+	if replicas > 1 {
+		d, err := committerFailover(ctx, pgURI, rs)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("cluster: the committer killed -9: another replica held the committer lock %s later\n", d.Round(time.Millisecond))
+	}
+	return nil
+}
+
+// committerFailover kills the committer among rs and times until another replica holds
+// the lock.
+func committerFailover(ctx context.Context, pgURI string, rs []*proc) (time.Duration, error) {
+	rep, err := cluster.Status(ctx, pgURI)
+	if err != nil {
+		return 0, err
+	}
+	var victim *proc
+	for _, p := range rs {
+		if strings.Contains(rep.Committer, fmt.Sprintf("-%d-", p.pid())) {
+			victim = p
+		}
+	}
+	if victim == nil {
+		return 0, fmt.Errorf("no replica is the committer (%q)", rep.Committer)
+	}
+	victim.cmd.Process.Kill()
+	victim.cmd.Wait()
+	killed := time.Now()
+	for time.Since(killed) < time.Minute {
+		if rep, err := cluster.Status(ctx, pgURI); err == nil && rep.Committer != "" && !strings.Contains(rep.Committer, fmt.Sprintf("-%d-", victim.pid())) {
+			return time.Since(killed), nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return 0, fmt.Errorf("no new committer a minute after the kill")
+}
+
+// lakeDuplicates reads the lake table back and counts its rows and the (gateway, seq) pairs
+// it holds more than once.
+func lakeDuplicates(ctx context.Context, pgURI, endpoint string) (rows, twice int, err error) {
+	client, err := s3Client(ctx, endpoint)
+	if err != nil {
+		return 0, 0, err
+	}
+	tbl, err := lakeread.Read(ctx, lakeread.Options{Catalog: pgURI, Namespace: "hyp", S3: client}, "logs")
+	if err != nil {
+		return 0, 0, err
+	}
+	all, err := tbl.Rows(ctx, "_hyp_gateway", "_hyp_ingest_seq")
+	if err != nil {
+		return 0, 0, err
+	}
+	seen := map[string]bool{}
+	for _, r := range all {
+		k := fmt.Sprint(r[0], "/", r[1])
+		if seen[k] {
+			twice++
+		}
+		seen[k] = true
+	}
+	return len(all), twice, nil
+}
+
+// gatewayDaemon starts a daemon on home with gateway_id its base name and the given sinks.
+func gatewayDaemon(bin, home, sinks string) (*proc, error) {
+	addr := freeAddr()
+	cfg := fmt.Sprintf("gateway_id: %s\ningest:\n  listen: %s\n%s", filepath.Base(home), addr, sinks)
+	if err := os.WriteFile(filepath.Join(home, "hyp.yaml"), []byte(cfg), 0o600); err != nil {
+		return nil, err
+	}
+	return startProc(exec.Command(bin, "daemon", "--home", home), addr)
+}
+
+// proc is a hyp process of the bench, healthy on addr.
+type proc struct {
+	cmd  *exec.Cmd
+	addr string
+	once sync.Once
+}
+
+func startProc(cmd *exec.Cmd, addr string) (*proc, error) {
+	cmd.Stderr = nil
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &proc{cmd: cmd, addr: addr}
+	if err := waitHTTP("http://" + addr + "/healthz"); err != nil {
+		p.term()
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+// term stops the process with SIGTERM (it drains) and waits, once.
+func (p *proc) term() {
+	p.once.Do(func() {
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		p.cmd.Wait()
+	})
+}
+
+// cpu is the user+system CPU time the process has used so far.
+func (p *proc) cpu() time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid()))
+	if err != nil {
+		return 0
+	}
+	// Fields after the parenthesised command name; utime and stime are the 14th and 15th.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
+}
+
+// parallel runs fn(0..n-1) at most width at a time and returns the first error.
+func parallel(n, width int, fn func(int) error) error {
+	sem := make(chan struct{}, width)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = fn(i)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
