@@ -19,6 +19,7 @@ type maintainJSON struct {
 			FilesAfter       int    `json:"files_after"`
 			OrphansRemoved   int    `json:"orphans_removed"`
 		} `json:"tables"`
+		Error string `json:"error"`
 	} `json:"sinks"`
 }
 
