@@ -166,6 +166,7 @@ func (x *instance) exportTable(ctx context.Context, l *lake.Lake, dataset string
 		base, err := l.Head(ctx, dataset)
 		if err != nil {
 			release(units)
+			x.noteFailure(units, err)
 			res.err = &errDestination{err}
 			return res
 		}
@@ -203,16 +204,10 @@ func (x *instance) exportTable(ctx context.Context, l *lake.Lake, dataset string
 		r, err := l.Commit(ctx, lake.Commit{Dataset: dataset, ID: id, Base: base, Batches: batches(units)})
 		release(units)
 		if err != nil {
-			x.metrics.failures.WithLabelValues(x.name).Inc()
-			msg := err.Error()
-			for _, t := range units {
-				_, _ = x.store.Update(t.k, t.gen, func(s *watermark.State) error {
-					s.LastError = msg
-					return nil
-				})
-			}
+			err = fmt.Errorf("commit %s: %w", id, err)
+			x.noteFailure(units, err)
 			// The intents stay: the next tick finds out whether the commit landed.
-			res.err = &errDestination{fmt.Errorf("commit %s: %w", id, err)}
+			res.err = &errDestination{err}
 			return res
 		}
 		log.Debug("committed", "commit_id", id, "snapshot", r.Snapshot, "units", len(units), "rows", r.Rows, "files", r.Files)
@@ -221,6 +216,19 @@ func (x *instance) exportTable(ctx context.Context, l *lake.Lake, dataset string
 			res.err = err
 			return res
 		}
+	}
+}
+
+// noteFailure counts a failed table export and shows err as the last error of each unit's
+// partition, whatever step it failed at.
+func (x *instance) noteFailure(units []tableUnit, err error) {
+	x.metrics.failures.WithLabelValues(x.name).Inc()
+	msg := err.Error()
+	for _, t := range units {
+		_, _ = x.store.Update(t.k, t.gen, func(s *watermark.State) error {
+			s.LastError = msg
+			return nil
+		})
 	}
 }
 
@@ -275,8 +283,9 @@ func (x *instance) resolveIntents(ctx context.Context, l *lake.Lake, dataset str
 				r, err := l.Commit(ctx, lake.Commit{Dataset: dataset, ID: id, Base: base, Batches: bs})
 				if err != nil {
 					release(units)
-					x.metrics.failures.WithLabelValues(x.name).Inc()
-					return &errDestination{fmt.Errorf("recover commit %s: %w", id, err)}
+					err = fmt.Errorf("recover commit %s: %w", id, err)
+					x.noteFailure(units, err)
+					return &errDestination{err}
 				}
 				res.bytes += r.Bytes
 				x.log.Info("recovered an interrupted table commit", "dataset", dataset, "commit_id", id, "already_committed", r.Already, "units", len(units))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -249,4 +250,40 @@ func TestIcebergSinkRewindReexportsWithNewFiles(t *testing.T) {
 			t.Errorf("data file %s referenced %d times", f, n)
 		}
 	}
+}
+
+// TestIcebergSinkFailureBeforeCommitShowsInPartitions: a tick that cannot read the table's
+// head (its metadata gone, as when the catalog's storage is unreachable) fails, and every
+// partition with rows to export says why; once the table is back the rows go, once.
+func TestIcebergSinkFailureBeforeCommitShowsInPartitions(t *testing.T) {
+	e, dir := newLakeEnv(t, 0)
+	e.l.ingest(t, e.c, "web", 5)
+	if res := runNow(t, e.d, "lake"); res.Status != "ok" {
+		t.Fatalf("first run = %+v", res)
+	}
+	meta := filepath.Join(dir, "warehouse", "hyp.db", testDataset, "metadata")
+	if err := os.Rename(meta, meta+".away"); err != nil {
+		t.Fatal(err)
+	}
+	e.l.ingest(t, e.c, "web", 3)
+	e.l.ingest(t, e.c, "db", 4)
+	if res := runNow(t, e.d, "lake"); res.Status != "failed" || len(res.Errors) == 0 {
+		t.Fatalf("run without the table's metadata = %+v", res)
+	}
+	st, err := e.d.Status(e.ctx, "lake")
+	if err != nil || len(st) != 1 || len(st[0].Partitions) != 2 {
+		t.Fatalf("status = %+v, %v", st, err)
+	}
+	for _, p := range st[0].Partitions {
+		if p.LastError == "" {
+			t.Errorf("partition %s has rows to export and shows no error", p.Partition)
+		}
+	}
+	if err := os.Rename(meta+".away", meta); err != nil {
+		t.Fatal(err)
+	}
+	if res := runNow(t, e.d, "lake"); res.Status != "ok" || res.Rows != 7 {
+		t.Fatalf("run with the table back = %+v", res)
+	}
+	checkLake(t, "table back", e.l, readLake(t, dir))
 }
