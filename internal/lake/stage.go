@@ -8,7 +8,11 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
+	"golang.org/x/sync/errgroup"
 )
+
+// footerReaders bounds the staged files whose footers CommitStaged reads at once.
+const footerReaders = 16
 
 // Staging splits a commit in two for `hyp server` in cluster mode (SPEC 5): any replica
 // writes a chunk's rows as data files of the table, durable but referenced by no snapshot,
@@ -86,14 +90,26 @@ func (l *Lake) CommitStaged(ctx context.Context, c StagedCommit) (Result, error)
 		return Result{}, fmt.Errorf("commit staged files to %s.%s: %w", l.ns[0], c.Dataset, err)
 	}
 	var res Result
-	files := make([]iceberg.DataFile, 0, len(c.Paths))
-	for _, p := range c.Paths {
-		// The current schema holds every field the file's schema had: schemas only grow.
-		df, err := table.FileToDataFile(ctx, fsys, p, tbl.Schema(), tbl.Spec(), 0, tbl.Properties())
-		if err != nil {
-			return Result{}, fmt.Errorf("staged file %s: %w", p, err)
-		}
-		files = append(files, df)
+	files := make([]iceberg.DataFile, len(c.Paths))
+	// A footer read is one object-store round trip: a commit of a few thousand staged files
+	// would spend most of the commit interval waiting on them one by one.
+	var g errgroup.Group
+	g.SetLimit(footerReaders)
+	for i, p := range c.Paths {
+		g.Go(func() error {
+			// The current schema holds every field the file's schema had: schemas only grow.
+			df, err := table.FileToDataFile(ctx, fsys, p, tbl.Schema(), tbl.Spec(), 0, tbl.Properties())
+			if err != nil {
+				return fmt.Errorf("staged file %s: %w", p, err)
+			}
+			files[i] = df
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return Result{}, err
+	}
+	for _, df := range files {
 		res.Files++
 		res.Rows += df.Count()
 		res.Bytes += df.FileSizeBytes()
