@@ -26,6 +26,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,7 +51,8 @@ const (
 
 // PropLastCommit prefixes the table property in which each writer (a sink instance on a
 // gateway: `hyp.last-commit.<instance>/<gateway>`) records its newest commit as
-// `<commit id>@<base snapshot>`, set in the same transaction as the commit. It tells a
+// `<commit id>@<base snapshot>@<unix ms>`, set in the same transaction as the commit (tables
+// written before the time was added hold the first two only). It tells a
 // recovering writer whether its commit landed after the snapshots holding the summary
 // markers have been expired. The instance comes first because sink names hold no '/', so
 // the key cannot be read two ways; the gateway is there because machines share instance
@@ -265,8 +267,30 @@ func (l *Lake) Committed(ctx context.Context, dataset, id string, base int64) (b
 	return l.landed(tbl, id, base), nil
 }
 
-// commitMark is what PropLastCommit holds for a commit.
-func commitMark(id string, base int64) string { return fmt.Sprintf("%s@%d", id, base) }
+// commitMark is what PropLastCommit holds for a commit made at.
+func commitMark(id string, base int64, at time.Time) string {
+	return fmt.Sprintf("%s@%d@%d", id, base, at.UnixMilli())
+}
+
+// parseMark reads a PropLastCommit value; at is zero when the mark has no time.
+func parseMark(mark string) (id string, base int64, at time.Time, ok bool) {
+	f := strings.Split(mark, "@")
+	if len(f) < 2 || len(f) > 3 {
+		return "", 0, time.Time{}, false
+	}
+	base, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		return "", 0, time.Time{}, false
+	}
+	if len(f) == 3 {
+		ms, err := strconv.ParseInt(f[2], 10, 64)
+		if err != nil {
+			return "", 0, time.Time{}, false
+		}
+		at = time.UnixMilli(ms).UTC()
+	}
+	return f[0], base, at, true
+}
 
 // landed decides whether commit id, decided on base, is in tbl: this writer's
 // PropLastCommit names it, or a retained snapshot after base carries its id.
@@ -280,7 +304,7 @@ func commitMark(id string, base int64) string { return fmt.Sprintf("%s@%d", id, 
 // id before it), so a property that says no is final then.
 func (l *Lake) landed(tbl *table.Table, id string, base int64) bool {
 	mark, marked := tbl.Properties()[l.lastKey]
-	if marked && mark == commitMark(id, base) {
+	if mid, mbase, _, ok := parseMark(mark); marked && ok && mid == id && mbase == base {
 		return true
 	}
 	md := tbl.Metadata()
@@ -307,12 +331,17 @@ func committedIn(md table.Metadata, id string, base int64) bool {
 	return false
 }
 
-// LastCommit is the newest retained commit this gateway made to the dataset's table, for
-// status; ok is false when there is none.
+// LastCommit is the newest commit this writer made to the dataset's table, for status;
+// ok is false when there is none. The writer's PropLastCommit names it even after expiry
+// and compaction have removed its snapshot; tables written before the mark carried a time
+// are answered from the retained snapshots.
 func (l *Lake) LastCommit(ctx context.Context, dataset string) (id string, at time.Time, ok bool, err error) {
 	tbl, err := l.load(ctx, dataset)
 	if err != nil || tbl == nil {
 		return "", time.Time{}, false, err
+	}
+	if id, _, at, ok := parseMark(tbl.Properties()[l.lastKey]); ok && !at.IsZero() {
+		return id, at, true, nil
 	}
 	snaps := tbl.Metadata().Snapshots()
 	for i := len(snaps) - 1; i >= 0; i-- {
@@ -407,7 +436,7 @@ func (l *Lake) addFiles(ctx context.Context, tbl *table.Table, dataset, id strin
 		if err := tx.AssertRefSnapshotID(table.MainBranch); err != nil {
 			return 0, false, err
 		}
-		if err := tx.SetProperties(iceberg.Properties{l.lastKey: commitMark(id, base)}); err != nil {
+		if err := tx.SetProperties(iceberg.Properties{l.lastKey: commitMark(id, base, time.Now())}); err != nil {
 			return 0, false, err
 		}
 		// The duplicate check reads every manifest of the table; the markers make it

@@ -311,6 +311,10 @@ func TestRecoveryAfterExpiry(t *testing.T) {
 	if ok, err := a.Committed(ctx, "logs", landed.ID, 0); err != nil || !ok {
 		t.Errorf("Committed(landed) after expiry = %v, %v", ok, err)
 	}
+	// Status still names a's newest commit, whose snapshot is gone.
+	if id, at, ok, err := a.LastCommit(ctx, "logs"); err != nil || !ok || id != landed.ID || time.Since(at) > time.Hour {
+		t.Errorf("LastCommit after expiry = %q %v %v %v, want %s", id, at, ok, err, landed.ID)
+	}
 	if ok, err := a.Committed(ctx, "logs", lost.ID, lost.Base); err != nil || ok {
 		t.Errorf("Committed(lost) after expiry = %v, %v", ok, err)
 	}
