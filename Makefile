@@ -49,7 +49,7 @@ $(MINIO):
 	rc=$$?; rm -rf $$tmp; exit $$rc
 
 # Without the service-discovery plugins (remove_all_sd), which the rule commands never use:
-# about a third of the full build.
+# 2.5 min of CPU from a cold build cache, under half of the full build's.
 $(PROMTOOL):
 	tmp=$$(mktemp -d) && cd $$tmp && \
 	GOBIN=$(dir $(PROMTOOL)) GOFLAGS=-mod=mod $(GO) install -tags remove_all_sd github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION); \
