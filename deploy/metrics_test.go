@@ -83,6 +83,9 @@ func scanRegistrations(root string) (map[string]family, map[string]map[string]bo
 			if !ok || scanErr != nil {
 				return scanErr == nil
 			}
+			for _, name := range runtimeCollector(call) {
+				fams[name] = family{dir: dir}
+			}
 			name, fam, ok, err := constructor(call)
 			if err != nil {
 				scanErr = fmt.Errorf("%s: %w", fset.Position(call.Pos()), err)
@@ -105,6 +108,26 @@ func scanRegistrations(root string) (map[string]family, map[string]map[string]bo
 		return nil, nil, fmt.Errorf("scan metric registrations under %s: %w", root, err)
 	}
 	return fams, lits, nil
+}
+
+// runtimeFamilies are the families of client_golang's own collectors that the rules and
+// the dashboard use, by constructor; every one was seen on a daemon's /metrics.
+var runtimeFamilies = map[string][]string{
+	"NewProcessCollector": {"process_open_fds", "process_max_fds", "process_resident_memory_bytes", "process_cpu_seconds_total", "process_start_time_seconds"},
+	"NewGoCollector":      {"go_memstats_heap_inuse_bytes", "go_gc_gomemlimit_bytes", "go_goroutines"},
+}
+
+// runtimeCollector is the families a prometheus.NewProcessCollector or NewGoCollector call
+// registers, and nil for any other call.
+func runtimeCollector(call *ast.CallExpr) []string {
+	sel, ok := call.Fun.(*ast.SelectorExpr)
+	if !ok {
+		return nil
+	}
+	if pkg, ok := sel.X.(*ast.Ident); !ok || pkg.Name != "prometheus" && pkg.Name != "collectors" {
+		return nil
+	}
+	return runtimeFamilies[sel.Sel.Name]
 }
 
 // constructor reads one prometheus.New* call; ok is false for any other call.
@@ -308,7 +331,7 @@ func scanRefs(expr string) (refs, error) {
 			}
 			r.selectors = append(r.selectors, sel)
 			i = j
-		case next != '(' && (strings.HasPrefix(t.text, "hyp_") || isPromFamily(t.text)):
+		case next != '(' && (strings.HasPrefix(t.text, "hyp_") || strings.HasPrefix(t.text, "process_") || strings.HasPrefix(t.text, "go_") || isPromFamily(t.text)):
 			r.selectors = append(r.selectors, selector{metric: t.text})
 		}
 	}
@@ -414,6 +437,8 @@ func TestCheckExprCatchesMistakes(t *testing.T) {
 		{"histogram bucket", `histogram_quantile(0.99, sum by (le, endpoint) (rate(hyp_ingest_request_duration_seconds_bucket[5m])))`, ""},
 		{"closed values", `hyp_ingest_unavailable_total{reason=~"disk_full|io_error"}`, ""},
 		{"up", `up{job="hyp"} == 0`, ""},
+		{"process collector", `process_open_fds / process_max_fds > 0.8`, ""},
+		{"unregistered runtime metric", `go_memstats_lookups_total`, "not registered"},
 		{"unknown metric", `rate(hyp_sink_lag_rowz[5m])`, "hyp_sink_lag_rowz is not registered"},
 		{"unknown label", `hyp_sink_lag_rows{table="t"}`, "no label table"},
 		{"unknown value", `hyp_ingest_unavailable_total{reason="disk_ful"}`, `never spells "disk_ful"`},

@@ -93,6 +93,7 @@ func TestAlertRulesAreComplete(t *testing.T) {
 	if len(rules) == 0 {
 		t.Fatal("no rules")
 	}
+	fams, _ := registered(t)
 	for _, r := range rules {
 		if r.Alert == "" {
 			continue
@@ -107,7 +108,6 @@ func TestAlertRulesAreComplete(t *testing.T) {
 			t.Errorf("%s: no test in %s shows it firing", r.Alert, rulesTestFile)
 		}
 		// An annotation naming a label the expression drops renders empty.
-		fams, _ := registered(t)
 		refs, err := scanRefs(r.Expr)
 		if err != nil {
 			t.Fatalf("%s: %v", r.Alert, err)
@@ -176,16 +176,18 @@ type panel struct {
 	Panels []panel `json:"panels"` // of a collapsed row
 }
 
+type templateVar struct {
+	Name       string `json:"name"`
+	Type       string `json:"type"`
+	Query      any    `json:"query"` // "prometheus" for the datasource variable, {query: ...} for a query one
+	Datasource *dsRef `json:"datasource"`
+}
+
 type dashboard struct {
 	UID        string `json:"uid"`
 	Title      string `json:"title"`
 	Templating struct {
-		List []struct {
-			Name       string `json:"name"`
-			Type       string `json:"type"`
-			Query      any    `json:"query"`
-			Datasource *dsRef `json:"datasource"`
-		} `json:"list"`
+		List []templateVar `json:"list"`
 	} `json:"templating"`
 	Panels []panel `json:"panels"`
 }
@@ -197,8 +199,7 @@ func loadDashboard(t *testing.T) dashboard {
 		t.Fatal(err)
 	}
 	var d dashboard
-	dec := json.NewDecoder(strings.NewReader(string(data)))
-	if err := dec.Decode(&d); err != nil {
+	if err := json.Unmarshal(data, &d); err != nil {
 		t.Fatalf("%s: %v", dashboardFile, err)
 	}
 	return d
@@ -248,12 +249,7 @@ func TestDashboard(t *testing.T) {
 	if d.UID == "" || d.Title == "" {
 		t.Errorf("uid %q, title %q: want both", d.UID, d.Title)
 	}
-	hasDS := slices.ContainsFunc(d.Templating.List, func(v struct {
-		Name       string `json:"name"`
-		Type       string `json:"type"`
-		Query      any    `json:"query"`
-		Datasource *dsRef `json:"datasource"`
-	}) bool {
+	hasDS := slices.ContainsFunc(d.Templating.List, func(v templateVar) bool {
 		return v.Name == "datasource" && v.Type == "datasource" && v.Query == "prometheus"
 	})
 	if !hasDS {
