@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -176,6 +177,13 @@ func TestDaemonIngestQueryStatus(t *testing.T) {
 		if !strings.Contains(mbody.String(), want) {
 			t.Fatalf("/metrics lacks %s", want)
 		}
+	}
+	// SPEC 8's histograms: every acknowledged request waited for a group fsync.
+	if m := regexp.MustCompile(`(?m)^hyp_wal_fsync_seconds_count (\d+)$`).FindStringSubmatch(mbody.String()); m == nil || m[1] == "0" {
+		t.Errorf("/metrics: hyp_wal_fsync_seconds_count %v, want some fsyncs", m)
+	}
+	if !strings.Contains(mbody.String(), "hyp_flush_seconds_bucket{") {
+		t.Errorf("/metrics lacks the hyp_flush_seconds histogram")
 	}
 
 	res := queryJSON(t, home, "SELECT count(*) AS n, count(DISTINCT id) AS d FROM logs WHERE id IS NOT NULL")

@@ -86,13 +86,19 @@ const (
 type Options struct {
 	Logger *slog.Logger
 	Now    func() time.Time
+	// OnFsync is told how long each group fsync of the log took, OnFlush how long each
+	// flush that moved rows into the tables took (hyp_wal_fsync_seconds, hyp_flush_seconds).
+	// Either may be nil; neither may block.
+	OnFsync, OnFlush func(time.Duration)
 }
 
 // Cache is the writer: one per home, guarded by an exclusive lock file.
 type Cache struct {
-	dir    string
-	log    *slog.Logger
-	now    func() time.Time
+	dir     string
+	log     *slog.Logger
+	now     func() time.Time
+	onFsync func(time.Duration)
+	onFlush func(time.Duration)
 	lock   *fsutil.Lock
 	cat    *hadoop.Catalog
 	wal    *wal.Log
@@ -235,7 +241,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cache{dir: dir, log: opts.Logger, now: opts.Now, lock: lk, settledRows: defaultSettledRows, limits: defaultFlushLimits, link: os.Link}
+	c := &Cache{dir: dir, log: opts.Logger, now: opts.Now, onFsync: opts.OnFsync, onFlush: opts.OnFlush, lock: lk, settledRows: defaultSettledRows, limits: defaultFlushLimits, link: os.Link}
 	if err := c.open(ctx); err != nil {
 		if c.wal != nil {
 			_ = c.wal.Close()
@@ -298,7 +304,7 @@ func (c *Cache) open(ctx context.Context) error {
 			return nil, err
 		}
 		return appendMarker(nil, c.nextSeq), nil
-	})
+	}, c.onFsync)
 	if err != nil {
 		return err
 	}
@@ -376,6 +382,9 @@ func (c *Cache) Flush(ctx context.Context) error {
 	if ok {
 		c.pending = append(c.pending, seg)
 		c.damage.activeStart = next
+	}
+	if c.onFlush != nil && len(c.pending) > 0 {
+		defer func(start time.Time) { c.onFlush(time.Since(start)) }(time.Now())
 	}
 	for len(c.pending) > 0 {
 		last := len(c.pending) == 1

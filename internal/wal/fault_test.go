@@ -60,7 +60,7 @@ func faultyLog(t *testing.T, dir string) (*Log, func() *faultFile) {
 		defer mu.Unlock()
 		last = &faultFile{File: f.(*os.File)}
 		return last, nil
-	})
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestRotateOnAFullDiskKeepsWriting(t *testing.T) {
 			return nil, &os.PathError{Op: "open", Path: path, Err: syscall.ENOSPC}
 		}
 		return createSegment(path)
-	})
+	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

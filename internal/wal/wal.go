@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hyp-project/hyp/internal/fsutil"
 )
@@ -92,6 +93,7 @@ type Log struct {
 	err        error // sticky (*FailedError): after a failed fsync nothing more is acknowledged
 	closed     bool
 	create     func(path string) (segmentFile, error)
+	onSync     func(time.Duration) // how long each group fsync took; nil for nobody
 
 	seg       segmentFile
 	segIndex  uint64
@@ -138,11 +140,14 @@ func List(dir string) ([]Segment, error) {
 // them what the new segment starts with (hyp's cache writes there the next seq, which bounds
 // any damage found later). Existing segments are returned sealed, for the owner to replay and
 // release; the newest has any torn tail cut off first.
-func Open(dir string, first func(sealed []Segment) ([]byte, error)) (*Log, []Segment, error) {
-	return open(dir, first, createSegment)
+//
+// onSync, when not nil, is told how long each fsync of the group commit took (the daemon's
+// hyp_wal_fsync_seconds); it runs on the log's writer and must not block.
+func Open(dir string, first func(sealed []Segment) ([]byte, error), onSync func(time.Duration)) (*Log, []Segment, error) {
+	return open(dir, first, createSegment, onSync)
 }
 
-func open(dir string, first func(sealed []Segment) ([]byte, error), create func(string) (segmentFile, error)) (*Log, []Segment, error) {
+func open(dir string, first func(sealed []Segment) ([]byte, error), create func(string) (segmentFile, error), onSync func(time.Duration)) (*Log, []Segment, error) {
 	if err := fsutil.MkdirAllSync(dir); err != nil {
 		return nil, nil, err
 	}
@@ -161,7 +166,7 @@ func open(dir string, first func(sealed []Segment) ([]byte, error), create func(
 	if err != nil {
 		return nil, nil, err
 	}
-	l := &Log{dir: dir, done: make(chan struct{}), create: create}
+	l := &Log{dir: dir, done: make(chan struct{}), create: create, onSync: onSync}
 	l.cond = sync.NewCond(&l.mu)
 	if err := l.openSegment(next); err != nil {
 		return nil, nil, err
@@ -323,7 +328,12 @@ func (l *Log) writeOut() error {
 	var noSpace bool
 	if len(buf) > 0 {
 		if _, err = l.seg.Write(buf); err == nil {
-			if err = l.seg.Sync(); err == nil {
+			start := time.Now()
+			err = l.seg.Sync()
+			if l.onSync != nil {
+				l.onSync(time.Since(start))
+			}
+			if err == nil {
 				l.segSize += int64(len(buf))
 			}
 		} else if fsutil.NoSpace(err) {

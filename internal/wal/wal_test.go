@@ -39,7 +39,7 @@ func readAll(t *testing.T, segs []Segment) ([][]byte, []Damage) {
 
 func TestAppendRotateReopen(t *testing.T) {
 	dir := t.TempDir()
-	l, segs, err := Open(dir, first)
+	l, segs, err := Open(dir, first, nil)
 	if err != nil || len(segs) != 0 {
 		t.Fatalf("open: %v %v", segs, err)
 	}
@@ -79,7 +79,7 @@ func TestAppendRotateReopen(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	l2, segs, err := Open(dir, first)
+	l2, segs, err := Open(dir, first, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestTornTailIsCutOnOpen(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			l, _, _ := Open(dir, first)
+			l, _, _ := Open(dir, first, nil)
 			for _, p := range []string{"one", "two", "three"} {
 				tk, _ := l.Append([]byte(p), 0)
 				l.Wait(tk)
@@ -121,7 +121,7 @@ func TestTornTailIsCutOnOpen(t *testing.T) {
 			l.Close()
 			st, _ := os.Stat(path)
 			tc.tear(path, st.Size())
-			l2, segs, err := Open(dir, first)
+			l2, segs, err := Open(dir, first, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -136,7 +136,7 @@ func TestTornTailIsCutOnOpen(t *testing.T) {
 			tk, _ := l2.Append([]byte("new"), 0)
 			l2.Wait(tk)
 			l2.Close()
-			_, segs, _ = Open(dir, first)
+			_, segs, _ = Open(dir, first, nil)
 			if got, _ := readAll(t, segs); string(got[len(got)-1]) != "new" {
 				t.Fatalf("record after torn tail lost: %q", got)
 			}
@@ -159,7 +159,7 @@ func TestDamageCostsOnlyWhatItHits(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			l, _, _ := Open(dir, first)
+			l, _, _ := Open(dir, first, nil)
 			for i := 1; i <= 20; i++ {
 				tk, _ := l.Append([]byte(fmt.Sprintf("record-%02d-%s", i, bytes.Repeat([]byte{'x'}, i*7))), 0)
 				l.Wait(tk)
@@ -174,7 +174,7 @@ func TestDamageCostsOnlyWhatItHits(t *testing.T) {
 			f.WriteAt([]byte{before[at] ^ 0x5a}, at)
 			f.Close()
 			// Reopening cuts nothing from a sealed segment.
-			l2, segs, err := Open(dir, first)
+			l2, segs, err := Open(dir, first, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -205,7 +205,7 @@ func TestDamageCostsOnlyWhatItHits(t *testing.T) {
 
 func TestTornTailBytesAreKept(t *testing.T) {
 	dir := t.TempDir()
-	l, _, _ := Open(dir, first)
+	l, _, _ := Open(dir, first, nil)
 	tk, _ := l.Append([]byte("kept"), 0)
 	l.Wait(tk)
 	path := l.seg.Name()
@@ -214,7 +214,7 @@ func TestTornTailBytesAreKept(t *testing.T) {
 	f.Write([]byte{200, 0, 0, 0, 'g', 'a', 'r', 'b'})
 	f.Close()
 	st, _ := os.Stat(path)
-	l2, _, err := Open(dir, first)
+	l2, _, err := Open(dir, first, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func TestTornTailBytesAreKept(t *testing.T) {
 }
 
 func BenchmarkAppendWait(b *testing.B) {
-	l, _, _ := Open(b.TempDir(), first)
+	l, _, _ := Open(b.TempDir(), first, nil)
 	defer l.Close()
 	payload := bytes.Repeat([]byte("x"), 200*1000)
 	b.SetBytes(int64(len(payload)))
@@ -249,7 +249,7 @@ func BenchmarkAppendWait(b *testing.B) {
 // at or below every record after it, the bounds a damaged record is reported within.
 func TestRotateMarkerBoundsBothSegments(t *testing.T) {
 	dir := t.TempDir()
-	l, _, _ := Open(dir, first)
+	l, _, _ := Open(dir, first, nil)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	pos := int64(0)
