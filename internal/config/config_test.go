@@ -271,7 +271,7 @@ func TestParse(t *testing.T) {
 		{name: "bad listen port", yaml: "ingest:\n  listen: \"localhost:http\"\n", wantErr: []string{`ingest.listen: "localhost:http" is not host:port`}},
 		{name: "zero max body", yaml: "ingest:\n  max_body_bytes: 0\n", wantErr: []string{`ingest.max_body_bytes: must be greater than 0, got 0`}},
 		{name: "negative memory limit", yaml: "memory_limit_bytes: -5\n", wantErr: []string{`memory_limit_bytes: must be 0 (no limit) or more, got -5`}},
-		{name: "syntax error", yaml: "ingest: [\n", wantErr: []string{"hyp.yaml: yaml: line"}},
+		{name: "syntax error", yaml: "ingest: [\n", wantErr: []string{"hyp.yaml line 1: yaml: did not find expected node content"}},
 		{name: "two documents", yaml: "ingest: {}\n---\ncache: {}\n", wantErr: []string{"only one YAML document"}},
 
 		{name: "bad sink name", yaml: "sinks:\n  Bad_Name:\n    type: forward\n    url: http://h\n    token_file: t\n", wantErr: []string{`line 2: sinks.Bad_Name: bad sink name "Bad_Name"`}},

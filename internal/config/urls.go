@@ -91,3 +91,11 @@ func sameURL(s string) string {
 	u.Scheme, u.Host = strings.ToLower(u.Scheme), strings.ToLower(u.Host)
 	return strings.TrimRight(u.String(), "/")
 }
+
+// MarshalYAML writes a single URL as a scalar, as it is usually given, and replicas as a list.
+func (u URLs) MarshalYAML() (any, error) {
+	if len(u) == 1 {
+		return u[0], nil
+	}
+	return []string(u), nil
+}
