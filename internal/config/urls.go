@@ -92,9 +92,13 @@ func sameURL(s string) string {
 	return strings.TrimRight(u.String(), "/")
 }
 
-// MarshalYAML writes a single URL as a scalar, as it is usually given, and replicas as a list.
+// MarshalYAML writes a single URL as a scalar, as it is usually given, replicas as a list,
+// and no url as null, which loads back as no url.
 func (u URLs) MarshalYAML() (any, error) {
-	if len(u) == 1 {
+	switch {
+	case u == nil:
+		return nil, nil
+	case len(u) == 1:
 		return u[0], nil
 	}
 	return []string(u), nil
