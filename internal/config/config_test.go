@@ -385,7 +385,7 @@ func TestParse(t *testing.T) {
 }
 
 // FuzzParse checks that no input panics and that whatever is accepted is a
-// fully resolved, valid config.
+// fully resolved, valid config, which `hyp config show` prints as a file that loads.
 func FuzzParse(f *testing.F) {
 	for _, seed := range []string{
 		"",
@@ -408,6 +408,13 @@ func FuzzParse(f *testing.F) {
 		}
 		if probs := validate(c); len(probs) > 0 {
 			t.Fatalf("accepted config fails validation: %v", probs)
+		}
+		if s, err := Show(c); err != nil {
+			t.Fatalf("show: %v", err)
+		} else if out, err := s.YAML(); err != nil {
+			t.Fatalf("show: %v", err)
+		} else if _, err := parse(home, "shown.yaml", out, env()); err != nil {
+			t.Fatalf("show output of an accepted config does not load: %v\n%s", err, out)
 		}
 		for name, s := range c.Sinks {
 			if s.Type == "blob" && s.Destination.Type == "local-fs" && !filepath.IsAbs(s.Destination.Path) {

@@ -59,20 +59,25 @@ func (p *Problems) Error() string {
 // validation), and repeating it would bury the real message.
 func merge(stages ...[]Problem) []Problem {
 	var out []Problem
-	earlier := map[int][]string{} // line -> keys reported there by earlier stages
+	seen := map[Problem]bool{}
+	earlier := map[int]*reportedKeys{}
 	for _, stage := range stages {
-		seen := map[int][]string{}
+		var kept []Problem
 		for _, p := range stage {
-			if p.Line > 0 && slices.ContainsFunc(earlier[p.Line], func(k string) bool { return related(k, p.Key) }) {
+			if r := earlier[p.Line]; p.Line > 0 && r.covers(p.Key) {
 				continue
 			}
-			if !slices.Contains(out, p) {
+			if !seen[p] {
+				seen[p] = true
 				out = append(out, p)
 			}
-			seen[p.Line] = append(seen[p.Line], p.Key)
+			kept = append(kept, p)
 		}
-		for l, keys := range seen {
-			earlier[l] = append(earlier[l], keys...)
+		for _, p := range kept {
+			if earlier[p.Line] == nil {
+				earlier[p.Line] = &reportedKeys{keys: map[string]bool{}, parents: map[string]bool{}}
+			}
+			earlier[p.Line].add(p.Key)
 		}
 	}
 	// Problems with no line go last: they are about the file as a whole.
@@ -85,24 +90,57 @@ func merge(stages ...[]Problem) []Problem {
 	return out
 }
 
-// related reports whether two key paths may name the same fault: equal, one inside the
-// other, or either unknown.
-func related(a, b string) bool {
-	inside := func(child, parent string) bool {
-		return strings.HasPrefix(child, parent) && len(child) > len(parent) && (child[len(parent)] == '.' || child[len(parent)] == '[')
+// reportedKeys are the keys problems were reported about on one line, kept so that
+// asking whether a key is related to any of them costs the depth of the key, not the
+// number of problems: a flow mapping can put thousands of keys on one line.
+type reportedKeys struct {
+	unnamed bool
+	keys    map[string]bool // reported keys
+	parents map[string]bool // every parent of a reported key
+}
+
+func (r *reportedKeys) add(k string) {
+	if k == "" {
+		r.unnamed = true
+		return
 	}
-	return a == "" || b == "" || a == b || inside(a, b) || inside(b, a)
+	r.keys[k] = true
+	for p := parentKey(k); p != "" && !r.parents[p]; p = parentKey(p) {
+		r.parents[p] = true
+	}
+}
+
+// covers reports whether k may name a fault already reported: it is one of the keys, inside
+// one, holds one, or either is unnamed.
+func (r *reportedKeys) covers(k string) bool {
+	if r == nil {
+		return false
+	}
+	if r.unnamed || k == "" || r.parents[k] {
+		return true
+	}
+	for ; k != ""; k = parentKey(k) {
+		if r.keys[k] {
+			return true
+		}
+	}
+	return false
 }
 
 // keyIndex maps the keys of a parsed document to their dotted paths and
 // lines, so messages can say "cache.flush_interval" and a line number
 // instead of yaml.v3's Go type names.
 type keyIndex struct {
-	lines  map[string]int       // key path or list element -> its line
-	byLine map[int][]indexedKey // line -> keys starting on it
+	lines  map[string]int               // key path or list element -> its line
+	onLine map[int]map[string]lineEntry // line -> name of a key starting on it -> its path
 }
 
-type indexedKey struct{ name, path string }
+// lineEntry is the path of the first key of a name on a line, and how many keys start on
+// that line in all (only a lone key identifies a value yaml.v3 complains of by line).
+type lineEntry struct {
+	path  string
+	count *int
+}
 
 // eachEntry calls fn for every mapping entry (with its key node) and sequence element (key
 // nil) under n, with its dotted key path. It does not follow aliases, so its cost is linear
@@ -137,12 +175,21 @@ func eachEntry(n *yaml.Node, fn func(path string, key, value *yaml.Node)) {
 }
 
 func indexKeys(root *yaml.Node) *keyIndex {
-	idx := &keyIndex{lines: map[string]int{}, byLine: map[int][]indexedKey{}}
+	idx := &keyIndex{lines: map[string]int{}, onLine: map[int]map[string]lineEntry{}}
+	counts := map[int]*int{}
 	eachEntry(root, func(p string, k, v *yaml.Node) {
 		line := v.Line
 		if k != nil {
 			line = k.Line
-			idx.byLine[k.Line] = append(idx.byLine[k.Line], indexedKey{k.Value, p})
+			names := idx.onLine[line]
+			if names == nil {
+				names, counts[line] = map[string]lineEntry{}, new(int)
+				idx.onLine[line] = names
+			}
+			*counts[line]++
+			if _, dup := names[k.Value]; !dup {
+				names[k.Value] = lineEntry{path: p, count: counts[line]}
+			}
 		}
 		if _, dup := idx.lines[p]; !dup {
 			idx.lines[p] = line
@@ -168,22 +215,21 @@ func (idx *keyIndex) typeErrors(msgs []string) []Problem {
 			continue
 		}
 		line, _ := strconv.Atoi(m[1])
-		onLine := idx.byLine[line]
+		onLine := idx.onLine[line]
 		if f := unknownField.FindStringSubmatch(m[2]); f != nil {
 			key := f[1]
-			for _, k := range onLine {
-				if k.name == f[1] {
-					key = k.path
-					break
-				}
+			if e, ok := onLine[f[1]]; ok {
+				key = e.path
 			}
 			probs = append(probs, Problem{Line: line, Key: key, Message: unknownKey})
 			continue
 		}
 		// Only a lone key on the line identifies the value unambiguously.
 		p := Problem{Line: line, Message: m[2]}
-		if len(onLine) == 1 {
-			p.Key = onLine[0].path
+		for _, e := range onLine {
+			if *e.count == 1 {
+				p.Key = e.path
+			}
 		}
 		probs = append(probs, p)
 	}
