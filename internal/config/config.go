@@ -1,5 +1,7 @@
-// Package config owns parsing and validating hyp.yaml and the embedded
-// defaults. It never touches the cache or the network.
+// Package config owns parsing hyp.yaml (with ${NAME} expansion from the environment),
+// validating it with every problem named at once, the embedded defaults, and the effective
+// config as `hyp config show` prints it, passwords redacted. It never touches the cache or
+// the network, and never reads a secret: token files are paths to it.
 package config
 
 import (
