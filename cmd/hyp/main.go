@@ -39,7 +39,7 @@ func main() {
 	}
 	root.PersistentFlags().StringVar(&g.home, "home", "", "hyp home directory (default $HYP_HOME or ~/.hyp)")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(daemonCmd(g), serverCmd(g), ingestCmd(g), statusCmd(g), cacheCmd(g), queryCmd(g), sinkCmd(g))
+	root.AddCommand(daemonCmd(g), serverCmd(g), ingestCmd(g), statusCmd(g), cacheCmd(g), queryCmd(g), sinkCmd(g), configCmd(g))
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return

@@ -1,11 +1,12 @@
-// Package config owns parsing and validating hyp.yaml and the embedded
-// defaults. It never touches the cache or the network.
+// Package config owns parsing hyp.yaml (with ${NAME} expansion from the environment),
+// validating it with every problem named at once, the embedded defaults, and the effective
+// config as `hyp config show` prints it, passwords redacted. It never touches the cache or
+// the network, and never reads a secret: token files are paths to it.
 package config
 
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -161,32 +162,50 @@ func Default(home string) *Config {
 	}
 }
 
-// Load reads and validates the config file at path. With path "" it reads
-// <home>/hyp.yaml, and a missing file there means the defaults; a path the
-// caller names explicitly must exist.
-func Load(home, path string) (*Config, error) {
-	explicit := path != ""
-	if !explicit {
-		path = filepath.Join(home, "hyp.yaml")
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		if !explicit && errors.Is(err, fs.ErrNotExist) {
-			return Default(home), nil
-		}
+// Load reads and validates the config file at path, expanding ${NAME} from the process
+// environment. With path "" it reads <home>/hyp.yaml, and a missing file there means the
+// defaults; a path the caller names explicitly must exist. A file with problems gives a
+// *Problems naming every one.
+func Load(home, path string) (*Config, error) { return load(home, path, os.LookupEnv) }
+
+func load(home, path string, env Env) (*Config, error) {
+	name, data, err := read(home, path)
+	switch {
+	case err != nil:
 		return nil, err
+	case data == nil:
+		return Default(home), nil
 	}
-	cfg, err := parse(home, path, data)
-	if cfg != nil && explicit {
+	cfg, err := parse(home, name, data, env)
+	if cfg != nil && path != "" {
 		cfg.File = path
 	}
 	return cfg, err
 }
 
-// Parse parses hyp.yaml contents over the defaults for home and validates
-// the result. Errors name the offending key path.
+// read returns the file Load reads for path and its contents, which are nil only when
+// <home>/hyp.yaml is missing, meaning the defaults; a path named explicitly must exist.
+func read(home, path string) (string, []byte, error) {
+	name := path
+	if name == "" {
+		name = filepath.Join(home, "hyp.yaml")
+	}
+	data, err := os.ReadFile(name)
+	switch {
+	case path == "" && errors.Is(err, fs.ErrNotExist):
+		return name, nil, nil
+	case err != nil:
+		return name, nil, err
+	case data == nil:
+		data = []byte{} // an empty file is there, not missing
+	}
+	return name, data, nil
+}
+
+// Parse parses hyp.yaml contents over the defaults for home, expanding ${NAME} from the
+// process environment, and validates the result. Its error is a *Problems.
 func Parse(home string, data []byte) (*Config, error) {
-	return parse(home, "hyp.yaml", data)
+	return parse(home, "hyp.yaml", data, os.LookupEnv)
 }
 
 // RetentionFor returns how long rows of dataset are kept: its
@@ -198,39 +217,62 @@ func (c *Config) RetentionFor(dataset string) time.Duration {
 	return time.Duration(c.Cache.Retention.Default)
 }
 
-// parse is Parse with the file name used in messages.
-func parse(home, name string, data []byte) (*Config, error) {
-	// The node tree only serves to name keys and lines in messages and to
-	// tell an absent sinks: from an empty one; decoding is done by the
-	// strict decoder below so aliases and merges behave as yaml.v3 defines.
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+// parse is Parse with the file name used in messages and the environment to expand from.
+func parse(home, name string, data []byte, env Env) (*Config, error) {
+	cfg, probs := check(home, data, env)
+	if len(probs) > 0 {
+		return nil, &Problems{File: name, List: probs}
 	}
+	return cfg, nil
+}
+
+// check overlays data on the defaults and finds every problem it can in one pass: the
+// variables that do not expand, unknown keys and values of the wrong type, then what
+// validation says of everything that did decode.
+func check(home string, data []byte, env Env) (*Config, []Problem) {
+	cfg := Default(home)
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var root yaml.Node
+	switch err := dec.Decode(&root); {
+	case errors.Is(err, io.EOF):
+		// Empty or comment-only file: nothing to overlay.
+		return cfg, nil
+	case err != nil:
+		return nil, []Problem{syntaxProblem(err)}
+	}
+	var fileProbs []Problem
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		fileProbs = append(fileProbs, Problem{Line: extra.Line, Message: "only one YAML document is allowed"})
+	}
+
+	expandProbs := expandTree(&root, env)
 	keys := indexKeys(&root)
 
-	cfg := Default(home)
+	// Decoding the expanded tree reports wrong types but, as yaml.v3 offers KnownFields only
+	// to a Decoder reading text, not unknown keys: those come from a strict decode of the
+	// text as written, which has the same keys since expansion never changes one.
+	var msgs []string
+	var te *yaml.TypeError
+	strict := yaml.NewDecoder(bytes.NewReader(data))
+	strict.KnownFields(true)
+	if err := strict.Decode(new(Config)); errors.As(err, &te) {
+		for _, m := range te.Errors {
+			if lm := lineMsg.FindStringSubmatch(m); lm != nil && unknownField.MatchString(lm[2]) {
+				msgs = append(msgs, m)
+			}
+		}
+	}
 	defaultSinks := cfg.Sinks
 	// yaml.v3 merges into an existing map, but a sinks: in the file must
 	// replace the defaults whole.
 	cfg.Sinks = nil
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	switch err := dec.Decode(cfg); {
-	case errors.Is(err, io.EOF):
-		// Empty or comment-only file: nothing to overlay.
-	case err != nil:
-		var te *yaml.TypeError
-		if errors.As(err, &te) {
-			return nil, keys.typeErrors(name, te)
-		}
-		return nil, fmt.Errorf("%s: %w", name, err)
-	default:
-		var extra yaml.Node
-		if dec.Decode(&extra) != io.EOF {
-			return nil, fmt.Errorf("%s: only one YAML document is allowed", name)
-		}
+	if err := root.Decode(cfg); errors.As(err, &te) {
+		msgs = append(msgs, te.Errors...)
+	} else if err != nil {
+		fileProbs = append(fileProbs, Problem{Message: err.Error()})
 	}
+	decodeProbs := keys.typeErrors(msgs)
 
 	var probs []problem
 	if _, given := keys.lines["sinks"]; given {
@@ -244,8 +286,9 @@ func parse(home, name string, data []byte) (*Config, error) {
 	probs = append(probs, resolveServer(home, &cfg.Server, keys.given)...)
 	probs = append(probs, validate(cfg)...)
 	probs = append(probs, validateServer(cfg.Server)...)
-	if len(probs) > 0 {
-		return nil, keys.problems(name, probs)
+	all := merge(fileProbs, expandProbs, decodeProbs, keys.problems(probs))
+	if len(all) > 0 {
+		return nil, all
 	}
 	return cfg, nil
 }

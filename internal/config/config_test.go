@@ -271,7 +271,7 @@ func TestParse(t *testing.T) {
 		{name: "bad listen port", yaml: "ingest:\n  listen: \"localhost:http\"\n", wantErr: []string{`ingest.listen: "localhost:http" is not host:port`}},
 		{name: "zero max body", yaml: "ingest:\n  max_body_bytes: 0\n", wantErr: []string{`ingest.max_body_bytes: must be greater than 0, got 0`}},
 		{name: "negative memory limit", yaml: "memory_limit_bytes: -5\n", wantErr: []string{`memory_limit_bytes: must be 0 (no limit) or more, got -5`}},
-		{name: "syntax error", yaml: "ingest: [\n", wantErr: []string{"hyp.yaml: yaml: line"}},
+		{name: "syntax error", yaml: "ingest: [\n", wantErr: []string{"hyp.yaml line 1: yaml: did not find expected node content"}},
 		{name: "two documents", yaml: "ingest: {}\n---\ncache: {}\n", wantErr: []string{"only one YAML document"}},
 
 		{name: "bad sink name", yaml: "sinks:\n  Bad_Name:\n    type: forward\n    url: http://h\n    token_file: t\n", wantErr: []string{`line 2: sinks.Bad_Name: bad sink name "Bad_Name"`}},
@@ -385,7 +385,7 @@ func TestParse(t *testing.T) {
 }
 
 // FuzzParse checks that no input panics and that whatever is accepted is a
-// fully resolved, valid config.
+// fully resolved, valid config, which `hyp config show` prints as a file that loads.
 func FuzzParse(f *testing.F) {
 	for _, seed := range []string{
 		"",
@@ -408,6 +408,13 @@ func FuzzParse(f *testing.F) {
 		}
 		if probs := validate(c); len(probs) > 0 {
 			t.Fatalf("accepted config fails validation: %v", probs)
+		}
+		if s, err := Show(c); err != nil {
+			t.Fatalf("show: %v", err)
+		} else if out, err := s.YAML(); err != nil {
+			t.Fatalf("show: %v", err)
+		} else if _, err := parse(home, "shown.yaml", out, env()); err != nil {
+			t.Fatalf("show output of an accepted config does not load: %v\n%s", err, out)
 		}
 		for name, s := range c.Sinks {
 			if s.Type == "blob" && s.Destination.Type == "local-fs" && !filepath.IsAbs(s.Destination.Path) {

@@ -95,3 +95,29 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	*d = Duration(v)
 	return nil
 }
+
+// MarshalYAML writes d as hyp.yaml would: whole days as "90d", the rest in Go syntax.
+func (d Duration) MarshalYAML() (any, error) { return d.text(), nil }
+
+// text is d in the syntax ParseDuration reads, without Go's zero units: "90d", "1d12h",
+// "10m", "1m30s", "500ms", "0s".
+func (d Duration) text() string {
+	const day = 24 * time.Hour
+	t := time.Duration(d)
+	s := ""
+	if t >= day {
+		s, t = fmt.Sprintf("%dd", t/day), t%day
+		if t == 0 {
+			return s
+		}
+	}
+	g := t.String()
+	g = strings.TrimSuffix(g, "m0s")
+	if g != t.String() {
+		g += "m"
+	}
+	if h := strings.TrimSuffix(g, "h0m"); h != g {
+		g = h + "h"
+	}
+	return s + g
+}

@@ -127,24 +127,26 @@ func checkCatalogURI(uri string) error {
 	if uri == "" {
 		return fmt.Errorf("required for the sql catalog: postgres://... or sqlite:///path")
 	}
+	// The message may reach a log: a password in the URI stays out of it.
+	shown := RedactURI(uri)
 	u, err := url.Parse(uri)
 	if err != nil {
 		if ue, ok := err.(*url.Error); ok {
-			return fmt.Errorf("%q: %v", uri, ue.Err)
+			return fmt.Errorf("%q: %v", shown, ue.Err)
 		}
-		return fmt.Errorf("%q: %v", uri, err)
+		return fmt.Errorf("%q: %v", shown, err)
 	}
 	switch u.Scheme {
 	case "postgres", "postgresql":
 		if u.Host == "" {
-			return fmt.Errorf("%q: missing host", uri)
+			return fmt.Errorf("%q: missing host", shown)
 		}
 	case SQLiteScheme:
 		if u.Host != "" || !filepath.IsAbs(u.Path) {
-			return fmt.Errorf("%q: want sqlite:///absolute/path (or a path relative to HYP_HOME after sqlite://)", uri)
+			return fmt.Errorf("%q: want sqlite:///absolute/path (or a path relative to HYP_HOME after sqlite://)", shown)
 		}
 	default:
-		return fmt.Errorf("%q: scheme must be postgres or sqlite", uri)
+		return fmt.Errorf("%q: scheme must be postgres or sqlite", shown)
 	}
 	return nil
 }

@@ -91,3 +91,15 @@ func sameURL(s string) string {
 	u.Scheme, u.Host = strings.ToLower(u.Scheme), strings.ToLower(u.Host)
 	return strings.TrimRight(u.String(), "/")
 }
+
+// MarshalYAML writes a single URL as a scalar, as it is usually given, replicas as a list,
+// and no url as null, which loads back as no url.
+func (u URLs) MarshalYAML() (any, error) {
+	switch {
+	case u == nil:
+		return nil, nil
+	case len(u) == 1:
+		return u[0], nil
+	}
+	return []string(u), nil
+}

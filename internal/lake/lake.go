@@ -39,6 +39,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // postgres:// catalogs
 	_ "modernc.org/sqlite"             // sqlite:/// catalogs
 
+	"github.com/hyp-project/hyp/internal/config"
 	"github.com/hyp-project/hyp/internal/fsutil"
 )
 
@@ -180,14 +181,9 @@ func sqlSource(uri string) (driver string, dialect sqlcat.SupportedDialect, dsn 
 	return "", "", "", fmt.Errorf("catalog uri %s: want postgres://... or sqlite:///path", Redact(uri))
 }
 
-// Redact hides a password in a catalog URI before it reaches a message.
-func Redact(uri string) string {
-	u, err := url.Parse(uri)
-	if err != nil || u.User == nil {
-		return uri
-	}
-	return u.Redacted()
-}
+// Redact hides a password in a catalog URI before it reaches a message; config owns the
+// rule, which `hyp config show` applies too.
+func Redact(uri string) string { return config.RedactURI(uri) }
 
 // FileURI is the file:// URI of a local path, escaped so that iceberg-go, which joins file
 // names onto locations as URLs, keeps every byte of it.
