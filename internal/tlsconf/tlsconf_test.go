@@ -84,8 +84,14 @@ func testOptions(t *testing.T) (Options, prometheus.Counter, *logBuf) {
 	return Options{Logger: slog.New(slog.NewTextHandler(&lb, nil)), Failures: c}, c, &lb
 }
 
-func clientTrusting(ca *tlstest.CA, certs ...tls.Certificate) *tls.Config {
-	return &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1", Certificates: certs}
+// clientTrusting trusts ca and always presents cert, if given: Go would otherwise withhold
+// a certificate the server's CA list does not name, and the server would never refuse it.
+func clientTrusting(ca *tlstest.CA, cert ...tls.Certificate) *tls.Config {
+	cfg := &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1"}
+	if len(cert) == 1 {
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &cert[0], nil }
+	}
+	return cfg
 }
 
 func mustServer(t *testing.T, f ServerFiles, o Options) *Server {
