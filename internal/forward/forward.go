@@ -4,7 +4,8 @@
 // several replicas (SPEC 3, a `url` list) is one server to it: an attempt that fails in a
 // way another replica may not (a transport error, a timeout, 429, 5xx) moves the next one
 // to the next replica, while a refusal (401/403, 400/422, 413, 415) is the central's
-// answer and ends Send wherever it came from.
+// answer and ends Send wherever it came from, as does the 400 a TLS port gives an http://
+// URL, which is the sink's configuration to fix, never the chunk's fault.
 //
 // It must never re-send a chunk the server answered 200 for, never have one chunk in
 // flight to two replicas at once, never refresh or guess a credential, never decide chunk
