@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -53,8 +54,9 @@ func daemonCmd(g *globals) *cobra.Command {
 func serverCmd(g *globals) *cobra.Command {
 	var cfgPath string
 	var o daemon.ServerOptions
+	var tlsFiles config.ListenerTLS
 	cmd := &cobra.Command{
-		Use:   "server --listen ADDR --token-file F",
+		Use:   "server --listen ADDR --token-file F [--tls-cert F --tls-key F [--client-ca F]]",
 		Short: "Run the central receiver of forwarded rows (with its own cache and sinks)",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -63,6 +65,10 @@ func serverCmd(g *globals) *cobra.Command {
 			}
 			if o.RateLimit < 0 {
 				return usagef("--rate-limit must not be negative")
+			}
+			var err error
+			if o.TLS, err = serverTLS(tlsFiles); err != nil {
+				return err
 			}
 			dir, err := g.resolve()
 			if err != nil {
@@ -80,8 +86,37 @@ func serverCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&o.Listen, "listen", "", "address of the forward protocol listener, e.g. 0.0.0.0:18522")
 	cmd.Flags().StringVar(&o.TokenFile, "token-file", "", "file of accepted bearer tokens, one per line")
 	cmd.Flags().Float64Var(&o.RateLimit, "rate-limit", 0, "rows per second admitted across all gateways; above it senders get 429 (0 = no limit)")
+	cmd.Flags().StringVar(&tlsFiles.CertFile, "tls-cert", "", "PEM certificate (chain) of the listener: serve HTTPS; needs --tls-key")
+	cmd.Flags().StringVar(&tlsFiles.KeyFile, "tls-key", "", "PEM private key of --tls-cert")
+	cmd.Flags().StringVar(&tlsFiles.ClientCAFile, "client-ca", "", "PEM CA certificates: demand a client certificate issued by one of them (mutual TLS)")
 	cmd.Flags().StringVar(&cfgPath, "config", "", "config file (default <home>/hyp.yaml, else embedded defaults)")
 	return cmd
+}
+
+// serverTLS checks the server's TLS flags and makes their paths absolute; nil means plain
+// HTTP.
+func serverTLS(f config.ListenerTLS) (*config.ListenerTLS, error) {
+	switch {
+	case f == (config.ListenerTLS{}):
+		return nil, nil
+	case f.CertFile == "" && f.KeyFile != "":
+		return nil, usagef("--tls-key needs --tls-cert")
+	case f.CertFile == "":
+		return nil, usagef("--client-ca needs --tls-cert and --tls-key")
+	case f.KeyFile == "":
+		return nil, usagef("--tls-cert needs --tls-key")
+	}
+	for _, p := range []*string{&f.CertFile, &f.KeyFile, &f.ClientCAFile} {
+		if *p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return nil, err
+		}
+		*p = abs
+	}
+	return &f, nil
 }
 
 func serverStatusCmd(g *globals) *cobra.Command {

@@ -87,6 +87,13 @@ func baseEnv() []string {
 // http://<healthAddr>/healthz answers 200.
 func startHyp(t *testing.T, name string, env []string, healthAddr string, args ...string) *hypProc {
 	t.Helper()
+	return startHypProbe(t, name, env, &http.Client{Timeout: 2 * time.Second}, "http://"+healthAddr+"/healthz", args...)
+}
+
+// startHypProbe is startHyp for any health URL and the client that can reach it (one that
+// speaks TLS to an HTTPS listener).
+func startHypProbe(t *testing.T, name string, env []string, client *http.Client, healthURL string, args ...string) *hypProc {
+	t.Helper()
 	p := &hypProc{name: name, out: &lockedBuf{}, done: make(chan struct{})}
 	p.cmd = exec.Command(hypBin, args...)
 	p.cmd.Env = append(baseEnv(), env...)
@@ -106,7 +113,6 @@ func startHyp(t *testing.T, name string, env []string, healthAddr string, args .
 			<-p.done
 		}
 	})
-	client := &http.Client{Timeout: 2 * time.Second}
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
@@ -114,7 +120,7 @@ func startHyp(t *testing.T, name string, env []string, healthAddr string, args .
 			t.Fatalf("%s exited before it was ready (%v):\n%s", name, p.cmd.ProcessState, p.out)
 		default:
 		}
-		resp, err := client.Get("http://" + healthAddr + "/healthz")
+		resp, err := client.Get(healthURL)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
@@ -123,7 +129,7 @@ func startHyp(t *testing.T, name string, env []string, healthAddr string, args .
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("%s did not become ready on %s:\n%s", name, healthAddr, p.out)
+	t.Fatalf("%s did not become ready on %s:\n%s", name, healthURL, p.out)
 	return nil
 }
 
@@ -797,7 +803,13 @@ func jsonInt(v any) (int64, error) {
 // contain labelSubstr.
 func metricSum(t *testing.T, addr, name, labelSubstr string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
+	return metricSumAt(t, http.DefaultClient, "http://"+addr, name, labelSubstr)
+}
+
+// metricSumAt is metricSum for the listener at base (scheme and host) through client.
+func metricSumAt(t *testing.T, client *http.Client, base, name, labelSubstr string) float64 {
+	t.Helper()
+	resp, err := client.Get(base + "/metrics")
 	if err != nil {
 		t.Fatalf("GET /metrics: %v", err)
 	}

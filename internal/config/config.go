@@ -43,8 +43,9 @@ type Config struct {
 
 // Ingest configures the ingest API, OTLP/HTTP and /metrics listener.
 type Ingest struct {
-	Listen       string `yaml:"listen"` // host:port
-	MaxBodyBytes int64  `yaml:"max_body_bytes"`
+	Listen       string       `yaml:"listen"` // host:port
+	MaxBodyBytes int64        `yaml:"max_body_bytes"`
+	TLS          *ListenerTLS `yaml:"tls,omitempty"` // nil: plain HTTP
 }
 
 // Cache configures the durable log and the Iceberg tables behind it.
@@ -82,6 +83,7 @@ type Sink struct {
 	Schedule        string      `yaml:"schedule"`    // see ParseSchedule
 	Datasets        []string    `yaml:"datasets"`    // empty means every dataset
 	WithholdSources []string    `yaml:"withhold_sources"`
+	TLS             *SinkTLS    `yaml:"tls,omitempty"` // forward: nil means the defaults of https URLs
 
 	Catalog     Catalog   `yaml:"catalog"`
 	Warehouse   string    `yaml:"warehouse"`    // s3://bucket/prefix, or a local path (absolute after loading)
@@ -284,6 +286,7 @@ func check(home string, data []byte, env Env) (*Config, []Problem) {
 		cfg.Sinks = defaultSinks
 	}
 	probs = append(probs, resolveServer(home, &cfg.Server, keys.given)...)
+	probs = append(probs, tlsProblems(home, cfg)...)
 	probs = append(probs, validate(cfg)...)
 	probs = append(probs, validateServer(cfg.Server)...)
 	all := merge(fileProbs, expandProbs, decodeProbs, keys.problems(probs))

@@ -6,6 +6,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,6 +21,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/hyp-project/hyp/internal/cache"
 	"github.com/hyp-project/hyp/internal/cluster"
 	"github.com/hyp-project/hyp/internal/config"
@@ -32,6 +35,7 @@ import (
 	"github.com/hyp-project/hyp/internal/node"
 	"github.com/hyp-project/hyp/internal/server"
 	"github.com/hyp-project/hyp/internal/sink"
+	"github.com/hyp-project/hyp/internal/tlsconf"
 )
 
 // walFlushBytes triggers a flush before the interval when the log grows this large, which
@@ -63,7 +67,7 @@ const idleTimeout = 2 * time.Minute
 
 // Run serves the daemon until ctx is done. Ready is called once the listeners accept.
 func Run(ctx context.Context, dir string, cfg *config.Config, log *slog.Logger, ready func(ingestAddr string)) error {
-	return serve(ctx, dir, cfg, cfg.Ingest.Listen, log, ready, func(_ context.Context, _ *node.Node, ingest http.Handler) (http.Handler, func(), error) {
+	return serve(ctx, dir, cfg, listener{addr: cfg.Ingest.Listen, tls: cfg.Ingest.TLS}, log, ready, func(_ context.Context, _ *node.Node, ingest http.Handler) (http.Handler, func(), error) {
 		return ingest, func() {}, nil
 	})
 }
@@ -73,6 +77,9 @@ type ServerOptions struct {
 	Listen    string
 	TokenFile string
 	RateLimit float64 // rows per second, 0 = none
+	// TLS, when set, makes the listener HTTPS (--tls-cert, --tls-key), with mutual TLS when
+	// it names a client CA (--client-ca).
+	TLS *config.ListenerTLS
 }
 
 // RunServer serves the central receiver (SPEC 5) on o.Listen until ctx is done: the same
@@ -83,8 +90,9 @@ func RunServer(ctx context.Context, dir string, cfg *config.Config, o ServerOpti
 	if err != nil {
 		return err
 	}
+	warnTokenFileMode(o.TokenFile, log)
 	sopts := server.Options{Tokens: tokens, MaxBodyBytes: cfg.Ingest.MaxBodyBytes, RateLimit: o.RateLimit, Logger: log}
-	return serve(ctx, dir, cfg, o.Listen, log, ready, func(ctx context.Context, n *node.Node, ingest http.Handler) (http.Handler, func(), error) {
+	return serve(ctx, dir, cfg, listener{addr: o.Listen, tls: o.TLS}, log, ready, func(ctx context.Context, n *node.Node, ingest http.Handler) (http.Handler, func(), error) {
 		sopts.Registerer = n.Reg
 		var h http.Handler
 		var closeStore func()
@@ -103,6 +111,16 @@ func RunServer(ctx context.Context, dir string, cfg *config.Config, o ServerOpti
 		mux.Handle("/", h)
 		return mux, closeStore, nil
 	})
+}
+
+// warnTokenFileMode warns when others than the owner may read the bearer tokens.
+func warnTokenFileMode(path string, log *slog.Logger) {
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm()&0o044 == 0 {
+		return
+	}
+	log.Warn("token file is readable by group or others; make it readable by its owner only (chmod 600)",
+		"file", path, "mode", fmt.Sprintf("%04o", fi.Mode().Perm()))
 }
 
 // localFront is the single-node server: forwarded rows go to the node's cache, deduped by
@@ -179,7 +197,38 @@ func limitMemory(limit int64, log *slog.Logger) {
 	log.Debug("soft memory limit set", "bytes", limit)
 }
 
-func serve(ctx context.Context, dir string, cfg *config.Config, listen string, log *slog.Logger, ready func(string), front frontend) error {
+// listener is where the public listener binds, and its TLS files if it serves HTTPS.
+type listener struct {
+	addr string
+	tls  *config.ListenerTLS
+}
+
+// listen binds l. With TLS its certificates follow their files (see tlsconf), reload counts
+// its failures, and the returned Server is what SIGHUP reloads; it is nil without TLS.
+func (l listener) listen(reg prometheus.Registerer, log *slog.Logger) (net.Listener, *tlsconf.Server, error) {
+	var ts *tlsconf.Server
+	if l.tls != nil {
+		fails, err := tlsconf.FailureCounter(reg, "listener")
+		if err != nil {
+			return nil, nil, err
+		}
+		ts, err = tlsconf.NewServer(tlsconf.ServerFiles{CertFile: l.tls.CertFile, KeyFile: l.tls.KeyFile, ClientCAFile: l.tls.ClientCAFile},
+			tlsconf.Options{Logger: log, Failures: fails})
+		if err != nil {
+			return nil, nil, fmt.Errorf("listener tls: %w", err)
+		}
+	}
+	ln, err := net.Listen("tcp", l.addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listener: %w", err)
+	}
+	if ts != nil {
+		ln = tls.NewListener(ln, ts.Config())
+	}
+	return ln, ts, nil
+}
+
+func serve(ctx context.Context, dir string, cfg *config.Config, pub listener, log *slog.Logger, ready func(string), front frontend) error {
 	if err := home.Prepare(dir); err != nil {
 		return err
 	}
@@ -231,10 +280,10 @@ func serve(ctx context.Context, dir string, cfg *config.Config, listen string, l
 		n.Close(ctx)
 		return err
 	}
-	ln, err := net.Listen("tcp", listen)
+	ln, tlsSrv, err := pub.listen(n.Reg, log)
 	if err != nil {
 		n.Close(ctx)
-		return fmt.Errorf("listener: %w", err)
+		return err
 	}
 	sock, err := control.Listen(home.Socket(dir))
 	if err != nil {
@@ -305,12 +354,13 @@ func serve(ctx context.Context, dir string, cfg *config.Config, listen string, l
 	}()
 
 	isReady.Store(true)
-	log.Info("hyp running", "home", dir, "listen", ln.Addr().String(), "socket", home.Socket(dir))
+	log.Info("hyp running", "home", dir, "listen", ln.Addr().String(), "tls", tlsSrv != nil, "mutual_tls", tlsSrv != nil && tlsSrv.MutualTLS(), "socket", home.Socket(dir))
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
-	// SIGHUP re-reads the config and applies what a running node can (retention, sink
-	// schedules, datasets and withhold_sources) without dropping a connection.
+	// SIGHUP re-reads the listener's TLS files and the config, and applies what a running
+	// node can (retention, sink schedules, datasets and withhold_sources) without dropping a
+	// connection.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -319,6 +369,9 @@ func serve(ctx context.Context, dir string, cfg *config.Config, listen string, l
 		case <-ctx.Done():
 			waiting = false
 		case <-hup:
+			if tlsSrv != nil {
+				tlsSrv.Reload()
+			}
 			next, err := config.Load(dir, cfg.File)
 			if err != nil {
 				log.Error("config reload refused; keeping the running config", "err", err)

@@ -4,7 +4,8 @@
 // several replicas (SPEC 3, a `url` list) is one server to it: an attempt that fails in a
 // way another replica may not (a transport error, a timeout, 429, 5xx) moves the next one
 // to the next replica, while a refusal (401/403, 400/422, 413, 415) is the central's
-// answer and ends Send wherever it came from.
+// answer and ends Send wherever it came from, as does the 400 a TLS port gives an http://
+// URL, which is the sink's configuration to fix, never the chunk's fault.
 //
 // It must never re-send a chunk the server answered 200 for, never have one chunk in
 // flight to two replicas at once, never refresh or guess a credential, never decide chunk
@@ -33,6 +34,7 @@ import (
 	"unicode"
 
 	"github.com/hyp-project/hyp/internal/partition"
+	"github.com/hyp-project/hyp/internal/tlsconf"
 )
 
 var (
@@ -49,6 +51,10 @@ var (
 	// (415), say an older server asked for zstd. The chunk itself is fine; retrying with the
 	// same setting cannot help, so Send does not, and the sink's configuration must change.
 	ErrUnsupportedEncoding = errors.New("compression not supported by the server")
+	// ErrTLSRequired means an http:// URL reached a TLS port, whose server answered the
+	// plain request with a 400 of its own, not hyp's. That 400 says nothing about the chunk,
+	// so it must not quarantine it; the sink's url must change to https://.
+	ErrTLSRequired = errors.New("the server speaks TLS: use an https:// url (and the sink's tls block)")
 )
 
 // Chunk is one unit to forward: rows of one partition, already encoded as NDJSON in seq
@@ -79,6 +85,11 @@ type Options struct {
 	// followed, whatever the client says: a 301/302/303 would turn the POST into a GET and
 	// drop the body, and a redirect to another host would drop the token.
 	HTTPClient *http.Client
+	// TLS, when set, is used for every https replica (a forward sink's `tls` block): each
+	// gets its own transport whose tls.Config is made for that replica's host, so the
+	// central's certificate is checked against the name the URL gives (or TLS's
+	// server_name). It cannot be combined with HTTPClient.
+	TLS *tlsconf.Client
 	// Ladder is the wait after each retryable failure that carries no usable Retry-After;
 	// once exhausted its last step repeats. Default 250ms, 500ms, 1s, 2s, 5s, 10s, 30s.
 	Ladder []time.Duration
@@ -106,6 +117,7 @@ type Client struct {
 	gateway        string
 	comp           *compressor
 	http           *http.Client
+	clients        []*http.Client // per replica: http, or its own TLS transport
 	ladder         []time.Duration
 	maxWait        time.Duration
 	requestTimeout time.Duration
@@ -173,10 +185,24 @@ func New(o Options) (*Client, error) {
 	}
 	hc := http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	if o.HTTPClient != nil {
+		if o.TLS != nil {
+			return nil, errors.New("forward: TLS and HTTPClient are exclusive")
+		}
 		hc = *o.HTTPClient
 	}
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	c.http = &hc
+	c.clients = make([]*http.Client, len(reps.rs))
+	for i, rp := range reps.rs {
+		c.clients[i] = c.http
+		if u, _ := url.Parse(rp.endpoint); o.TLS != nil && u.Scheme == "https" {
+			tr := http.DefaultTransport.(*http.Transport).Clone()
+			tr.TLSClientConfig = o.TLS.Config(u.Hostname())
+			tc := hc
+			tc.Transport = tr
+			c.clients[i] = &tc
+		}
+	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -229,6 +255,7 @@ type Receipt struct {
 //   - ErrRetryable: not delivered within MaxWait; send the same chunk again later.
 //   - ErrUnauthorized: the token is refused; nothing was retried.
 //   - ErrUnsupportedEncoding: the server refuses the compression; nothing was retried.
+//   - ErrTLSRequired: an http:// URL names a TLS port; nothing was retried.
 //   - ErrTooLarge: split the chunk and send the halves.
 //   - *PoisonError (errors.As): the server refuses the content; quarantine the chunk.
 //   - ctx.Err(): the caller gave up (shutdown).
@@ -261,7 +288,7 @@ func (c *Client) Send(ctx context.Context, ch Chunk) (Receipt, error) {
 	step := 0
 	r := c.reps.begin(start)
 	for attempt := 1; ; attempt++ {
-		ack, fail, err := c.attempt(ctx, c.reps.rs[r].endpoint, ch, wire, id)
+		ack, fail, err := c.attempt(ctx, r, ch, wire, id)
 		if err != nil {
 			if ctx.Err() != nil {
 				return Receipt{}, fmt.Errorf("%s: %w", what, err)
@@ -334,13 +361,12 @@ func (ch Chunk) validate() error {
 	return nil
 }
 
-// attempt sends ch with wire as its body to the replica at endpoint and returns once the
-// request is over: the ack, or a retryable failure, or a final error (the central's
-// refusal, or ctx's end).
-func (c *Client) attempt(ctx context.Context, endpoint string, ch Chunk, wire []byte, id string) (Ack, *failure, error) {
+// attempt sends ch with wire as its body to replica r and returns once the request is over:
+// the ack, or a retryable failure, or a final error (the central's refusal, or ctx's end).
+func (c *Client) attempt(ctx context.Context, r int, ch Chunk, wire []byte, id string) (Ack, *failure, error) {
 	actx, cancel := context.WithTimeout(ctx, c.requestTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(actx, http.MethodPost, endpoint+"/v1/ingest/"+url.PathEscape(ch.Dataset), bytes.NewReader(wire))
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, c.reps.rs[r].endpoint+"/v1/ingest/"+url.PathEscape(ch.Dataset), bytes.NewReader(wire))
 	if err != nil {
 		return Ack{}, nil, fmt.Errorf("building request: %w", err)
 	}
@@ -354,7 +380,7 @@ func (c *Client) attempt(ctx context.Context, endpoint string, ch Chunk, wire []
 	req.Header.Set("X-Hyp-Batch-Id", id)
 	req.Header.Set("X-Hyp-Seq-Range", strconv.FormatInt(ch.FirstSeq, 10)+"-"+strconv.FormatInt(ch.LastSeq, 10))
 
-	resp, err := c.http.Do(req)
+	resp, err := c.clients[r].Do(req)
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:
@@ -377,6 +403,9 @@ func (c *Client) attempt(ctx context.Context, endpoint string, ch Chunk, wire []
 	case http.StatusUnauthorized, http.StatusForbidden:
 		return Ack{}, nil, fmt.Errorf("%w: %w; check the sink's token_file", ErrUnauthorized, se)
 	case http.StatusBadRequest, http.StatusUnprocessableEntity:
+		if resp.StatusCode == http.StatusBadRequest && req.URL.Scheme == "http" && plainHTTPToTLS(se.body) {
+			return Ack{}, nil, fmt.Errorf("%w: %w", ErrTLSRequired, se)
+		}
 		return Ack{}, nil, &PoisonError{Status: resp.StatusCode, Body: se.body}
 	case http.StatusRequestEntityTooLarge:
 		return Ack{}, nil, fmt.Errorf("%w (%d bytes, %d rows): %w; split it", ErrTooLarge, len(ch.Body), ch.Rows, se)

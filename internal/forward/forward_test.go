@@ -161,6 +161,8 @@ func kind(err error) string {
 		return "too_large"
 	case errors.Is(err, ErrUnsupportedEncoding):
 		return "unsupported_encoding"
+	case errors.Is(err, ErrTLSRequired):
+		return "tls_required"
 	case errors.Is(err, context.Canceled):
 		return "canceled"
 	}

@@ -51,6 +51,13 @@ func (e *statusError) Error() string {
 	return "server answered " + e.status + ": " + e.body
 }
 
+// plainHTTPToTLS tells the 400 a TLS server gives a plain HTTP request (Go's "Client sent an
+// HTTP request to an HTTPS server.", nginx's "The plain HTTP request was sent to HTTPS
+// port") from hyp's refusals of a chunk, which are JSON objects.
+func plainHTTPToTLS(body string) bool {
+	return !strings.HasPrefix(body, "{") && strings.Contains(strings.ToLower(body), "https")
+}
+
 // parseAck reads a 200 body `{"accepted":N,"duplicates":D}`. Extra keys are allowed so the
 // server can grow the ack without breaking older daemons.
 func parseAck(b []byte) (Ack, error) {

@@ -95,6 +95,7 @@ type metrics struct {
 	failures *prometheus.CounterVec
 	withheld *prometheus.CounterVec
 	maintain *maintainMetrics
+	reg      prometheus.Registerer // for what a sink registers as it is built (its TLS reloads)
 }
 
 // New builds every configured sink. A sink that cannot be built (unreadable token file, bad
@@ -115,6 +116,7 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hyp_sink_export_failures_total", Help: "Export units that failed or were quarantined."}, []string{"sink"}),
 		withheld: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hyp_sink_withheld_rows_total", Help: "Rows a sink skipped and advanced past because withhold_sources matched."}, []string{"sink", "dataset"}),
 		maintain: newMaintainMetrics(),
+		reg:      o.Registerer,
 	}
 	d := &Driver{store: watermark.Open(filepath.Join(o.Home, "sinks"), log, now), cache: o.Cache, log: log, now: now}
 	if o.Registerer != nil {

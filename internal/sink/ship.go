@@ -15,6 +15,7 @@ import (
 	"github.com/hyp-project/hyp/internal/blob"
 	"github.com/hyp-project/hyp/internal/config"
 	"github.com/hyp-project/hyp/internal/forward"
+	"github.com/hyp-project/hyp/internal/tlsconf"
 	"github.com/hyp-project/hyp/internal/watermark"
 )
 
@@ -60,8 +61,20 @@ func newShipper(ctx context.Context, x *instance, unitRows int64) (shipper, limi
 		if err != nil {
 			return nil, limits{}, err
 		}
+		var tc *tlsconf.Client
+		if t := x.cfg.TLS; t != nil {
+			fails, err := tlsconf.FailureCounter(x.metrics.reg, "sink/"+x.name)
+			if err != nil {
+				return nil, limits{}, err
+			}
+			tc, err = tlsconf.NewClient(tlsconf.ClientFiles{CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile, ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify},
+				tlsconf.Options{Logger: x.log, Failures: fails})
+			if err != nil {
+				return nil, limits{}, fmt.Errorf("tls: %w", err)
+			}
+		}
 		c, err := forward.New(forward.Options{
-			URLs: x.cfg.URL, Token: token, Gateway: x.gateway, Logger: x.log, Compression: comp,
+			URLs: x.cfg.URL, Token: token, Gateway: x.gateway, Logger: x.log, Compression: comp, TLS: tc,
 			// A central that holds a request longer than this is treated as stalled; one
 			// unit's retries end within forwardMaxWait, so a tick never hangs on a dead
 			// central and the unit is retried on the next tick. A url list's replicas are
