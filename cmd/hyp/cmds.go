@@ -35,11 +35,7 @@ func daemonCmd(g *globals) *cobra.Command {
 		Short: "Run the ingest listener, flush, retention, compaction and control socket",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			dir, err := g.resolve()
-			if err != nil {
-				return err
-			}
-			cfg, err := loadConfig(dir, cfgPath)
+			dir, cfg, err := g.load(cfgPath)
 			if err != nil {
 				return err
 			}
@@ -70,11 +66,7 @@ func serverCmd(g *globals) *cobra.Command {
 			if o.TLS, err = serverTLS(tlsFiles); err != nil {
 				return err
 			}
-			dir, err := g.resolve()
-			if err != nil {
-				return err
-			}
-			cfg, err := loadConfig(dir, cfgPath)
+			dir, cfg, err := g.load(cfgPath)
 			if err != nil {
 				return err
 			}
@@ -127,11 +119,7 @@ func serverStatusCmd(g *globals) *cobra.Command {
 		Short: "Cluster mode: replicas, the committer, and per gateway rows stored, staged and commit lag",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			dir, err := g.resolve()
-			if err != nil {
-				return err
-			}
-			cfg, err := loadConfig(dir, cfgPath)
+			_, cfg, err := g.load(cfgPath)
 			if err != nil {
 				return err
 			}
@@ -357,11 +345,7 @@ func statusCmd(g *globals) *cobra.Command {
 		Short: "Daemon, datasets and sinks at a glance",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			dir, err := g.resolve()
-			if err != nil {
-				return err
-			}
-			cfg, err := loadConfig(dir, "")
+			dir, cfg, err := g.load("")
 			if err != nil {
 				return err
 			}
@@ -798,11 +782,7 @@ func sinkCmd(g *globals) *cobra.Command {
 		Short: "List configured sinks",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			dir, err := g.resolve()
-			if err != nil {
-				return err
-			}
-			cfg, err := loadConfig(dir, "")
+			_, cfg, err := g.load("")
 			if err != nil {
 				return err
 			}

@@ -18,6 +18,16 @@ import (
 
 func (g *globals) resolve() (string, error) { return home.Resolve(g.home) }
 
+// load resolves the home and loads the config at path (the home's hyp.yaml when empty); a
+// bad config is a usage error.
+func (g *globals) load(path string) (dir string, cfg *config.Config, err error) {
+	if dir, err = g.resolve(); err != nil {
+		return "", nil, err
+	}
+	cfg, err = loadConfig(dir, path)
+	return dir, cfg, err
+}
+
 func loadConfig(dir, path string) (*config.Config, error) {
 	cfg, err := config.Load(dir, path)
 	if err != nil {

@@ -56,11 +56,7 @@ func configShowCmd(g *globals) *cobra.Command {
 		Short: "Print the effective config: defaults included, variables expanded, passwords redacted",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			dir, err := g.resolve()
-			if err != nil {
-				return err
-			}
-			cfg, err := loadConfig(dir, cfgPath)
+			_, cfg, err := g.load(cfgPath)
 			if err != nil {
 				return err
 			}
