@@ -3,7 +3,6 @@ package deploy
 import (
 	"bufio"
 	"bytes"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,26 +13,13 @@ import (
 	"time"
 
 	"github.com/hyp-project/hyp/internal/config"
+	"github.com/hyp-project/hyp/internal/testutil/hypbin"
 )
 
 // hypBin is the hyp binary, built once for the tests that run it.
 var hypBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "hyp-deploy-")
-	if err != nil {
-		panic(err)
-	}
-	hypBin = filepath.Join(dir, "hyp")
-	out, err := exec.Command("go", "build", "-o", hypBin, "../cmd/hyp").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build hyp: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { hypbin.Main("../cmd/hyp", &hypBin, m.Run) }
 
 // unit is a systemd unit file: section -> key -> values in order (keys may repeat).
 type unit map[string]map[string][]string

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hyp-project/hyp/internal/testutil/hypbin"
 )
 
 // These tests drive the built binary through the SPEC surface only: HTTP ingest, the CLI,
@@ -22,21 +24,7 @@ import (
 
 var hypBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "hyp-e2e-")
-	if err != nil {
-		panic(err)
-	}
-	hypBin = filepath.Join(dir, "hyp")
-	out, err := exec.Command("go", "build", "-o", hypBin, ".").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build hyp: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { hypbin.Main(".", &hypBin, m.Run) }
 
 func freePort(t *testing.T) string {
 	t.Helper()

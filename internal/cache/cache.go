@@ -99,10 +99,10 @@ type Cache struct {
 	now     func() time.Time
 	onFsync func(time.Duration)
 	onFlush func(time.Duration)
-	lock   *fsutil.Lock
-	cat    *hadoop.Catalog
-	wal    *wal.Log
-	tables *tableSet
+	lock    *fsutil.Lock
+	cat     *hadoop.Catalog
+	wal     *wal.Log
+	tables  *tableSet
 	// settledRows is the file size compaction leaves alone (defaultSettledRows; tests lower it).
 	settledRows int64
 	limits      flushLimits

@@ -361,27 +361,37 @@ func TestParse(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := Parse(home, []byte(tt.yaml))
-			if len(tt.wantErr) == 0 {
-				if err != nil {
-					t.Fatalf("Parse: %v", err)
-				}
+			if c := parseCase(t, tt.yaml, tt.wantErr); c != nil {
 				tt.check(t, c)
-				return
-			}
-			if err == nil {
-				t.Fatalf("Parse succeeded, want error containing %q", tt.wantErr)
-			}
-			for _, want := range tt.wantErr {
-				if !strings.Contains(err.Error(), want) {
-					t.Errorf("error %q\ndoes not contain %q", err, want)
-				}
-			}
-			if c != nil {
-				t.Errorf("Parse returned a config along with an error")
 			}
 		})
 	}
+}
+
+// parseCase parses yaml over the defaults. With no wantErr it must succeed and the config is
+// returned; otherwise it must fail naming every one of wantErr, with no config, and nil is
+// returned.
+func parseCase(t *testing.T, yaml string, wantErr []string) *Config {
+	t.Helper()
+	c, err := Parse(home, []byte(yaml))
+	if len(wantErr) == 0 {
+		if err != nil {
+			t.Fatalf("Parse: %v", err)
+		}
+		return c
+	}
+	if err == nil {
+		t.Fatalf("Parse succeeded, want error containing %q", wantErr)
+	}
+	for _, w := range wantErr {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q\ndoes not contain %q", err, w)
+		}
+	}
+	if c != nil {
+		t.Errorf("Parse returned a config along with an error")
+	}
+	return nil
 }
 
 // FuzzParse checks that no input panics and that whatever is accepted is a

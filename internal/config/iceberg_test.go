@@ -3,7 +3,6 @@ package config
 import (
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 )
@@ -68,23 +67,12 @@ func TestParseIceberg(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := Parse(home, []byte(tt.yaml))
-			if tt.want != nil {
-				if err != nil {
-					t.Fatalf("Parse: %v", err)
-				}
-				if got := c.Sinks["lake"]; !reflect.DeepEqual(got, *tt.want) {
-					t.Errorf("sink = %+v\nwant   %+v", got, *tt.want)
-				}
+			c := parseCase(t, tt.yaml, tt.wantErr)
+			if c == nil {
 				return
 			}
-			if err == nil {
-				t.Fatalf("Parse succeeded, want error containing %q", tt.wantErr)
-			}
-			for _, w := range tt.wantErr {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q\ndoes not contain %q", err, w)
-				}
+			if got := c.Sinks["lake"]; tt.want == nil || !reflect.DeepEqual(got, *tt.want) {
+				t.Errorf("sink = %+v\nwant   %+v", got, tt.want)
 			}
 		})
 	}

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"strings"
 	"testing"
 	"time"
 )
@@ -23,24 +22,12 @@ func TestParseServerCluster(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := Parse(home, []byte(tt.yaml))
-			if len(tt.wantErr) == 0 {
-				if err != nil {
-					t.Fatalf("Parse: %v", err)
-				}
-				cl := c.Server.Cluster
-				if cl == nil || cl.CommitInterval != Duration(30*time.Second) || cl.Lake.Type != "iceberg" || cl.Lake.Namespace != "hyp" || cl.Lake.PartitionBy != "day" {
-					t.Fatalf("cluster = %+v", cl)
-				}
+			c := parseCase(t, tt.yaml, tt.wantErr)
+			if c == nil {
 				return
 			}
-			if err == nil {
-				t.Fatalf("Parse succeeded, want error containing %q", tt.wantErr)
-			}
-			for _, w := range tt.wantErr {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q\ndoes not contain %q", err, w)
-				}
+			if cl := c.Server.Cluster; cl == nil || cl.CommitInterval != Duration(30*time.Second) || cl.Lake.Type != "iceberg" || cl.Lake.Namespace != "hyp" || cl.Lake.PartitionBy != "day" {
+				t.Fatalf("cluster = %+v", cl)
 			}
 		})
 	}
@@ -60,10 +47,7 @@ func TestClusterUpkeepDefaults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := Parse(home, []byte(base+tt.maintain))
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := parseCase(t, base+tt.maintain, nil)
 			if got := c.Server.Cluster.Lake.Maintain; got != tt.want {
 				t.Fatalf("maintain = %+v, want %+v", got, tt.want)
 			}

@@ -3,7 +3,6 @@ package config
 import (
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 )
 
@@ -61,21 +60,8 @@ func TestParseTLS(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := Parse(home, []byte(tt.yaml))
-			if len(tt.wantErr) == 0 {
-				if err != nil {
-					t.Fatalf("Parse: %v", err)
-				}
+			if c := parseCase(t, tt.yaml, tt.wantErr); c != nil {
 				tt.check(t, c)
-				return
-			}
-			if err == nil {
-				t.Fatalf("Parse succeeded, want error containing %q", tt.wantErr)
-			}
-			for _, w := range tt.wantErr {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q\ndoes not contain %q", err, w)
-				}
 			}
 		})
 	}
