@@ -75,6 +75,12 @@ type TableReport struct {
 // every fast append adds one, and a scan opens each.
 const manifestsToRewrite = 16
 
+// upkeepAttempts bounds the retries of one upkeep commit. Unlike an export, upkeep is never
+// urgent, and each retry re-plans on the new head (a compaction re-reads every manifest to
+// check its inputs are live): against a writer committing faster than that, giving up and
+// letting the next run try is cheaper than spinning.
+const upkeepAttempts = 8
+
 // compactMinFiles is the fewest small files of one partition worth a rewrite.
 const compactMinFiles = 2
 
@@ -185,7 +191,7 @@ func (l *Lake) pinned(ctx context.Context, dataset string, tbl *table.Table, wha
 		if !conflict(err) {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
-		if attempt >= commitAttempts {
+		if attempt >= upkeepAttempts {
 			return nil, fmt.Errorf("%s: %w after %d attempts: %v", what, ErrGaveUp, attempt, err)
 		}
 		if err := backoff(ctx, attempt); err != nil {

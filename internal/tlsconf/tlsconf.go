@@ -42,7 +42,6 @@ func (o Options) logger() *slog.Logger {
 }
 
 const (
-	failuresName = "hyp_tls_reload_failures_total"
 	failuresHelp = "Reloads of changed TLS certificate, key or CA files that failed, so the previously loaded ones kept serving."
 )
 
@@ -50,16 +49,16 @@ const (
 // registered). The listener and every forward sink of one process share one registry, so a
 // family some earlier caller registered is reused rather than refused.
 func FailureCounter(reg prometheus.Registerer, endpoint string) (prometheus.Counter, error) {
-	v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: failuresName, Help: failuresHelp}, []string{"endpoint"})
+	v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hyp_tls_reload_failures_total", Help: failuresHelp}, []string{"endpoint"})
 	if reg != nil {
 		if err := reg.Register(v); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
-				return nil, fmt.Errorf("register %s: %w", failuresName, err)
+				return nil, fmt.Errorf("register hyp_tls_reload_failures_total: %w", err)
 			}
 			existing, ok := are.ExistingCollector.(*prometheus.CounterVec)
 			if !ok {
-				return nil, fmt.Errorf("register %s: %w", failuresName, err)
+				return nil, fmt.Errorf("register hyp_tls_reload_failures_total: %w", err)
 			}
 			v = existing
 		}
