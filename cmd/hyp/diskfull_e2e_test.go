@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/rand"
 	"fmt"
 	"net/http"
 	"os"
@@ -22,9 +23,10 @@ func TestFullDiskAnswersErrorsAndRecovers(t *testing.T) {
 		t.Fatalf("mount a 48 MiB tmpfs (make test runs as root): %v", err)
 	}
 	t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) })
-	// Room to give back once the disk is full.
+	// Most of the disk, given back once it is full: enough for the flush to write the whole
+	// log's rows into the tables then.
 	filler := filepath.Join(mnt, "filler")
-	if err := os.WriteFile(filler, make([]byte, 12<<20), 0o600); err != nil {
+	if err := os.WriteFile(filler, make([]byte, 38<<20), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	home, addr := filepath.Join(mnt, "home"), freePort(t)
@@ -44,8 +46,12 @@ func TestFullDiskAnswersErrorsAndRecovers(t *testing.T) {
 		t.Helper()
 		var b bytes.Buffer
 		from := next
+		pad := make([]byte, 450)
 		for i := 0; i < 500; i++ {
-			fmt.Fprintf(&b, `{"id":%d,"pad":"%0900d"}`+"\n", next, next)
+			// Random, so the cache's compressed tables fill the disk as surely as its log:
+			// a flush keeping up with the senders must not keep the disk from filling.
+			rand.Read(pad)
+			fmt.Fprintf(&b, `{"id":%d,"pad":"%x"}`+"\n", next, pad)
 			next++
 		}
 		code, m, err := post(addr, "/v1/ingest/logs?source=fill", b.Bytes())
