@@ -41,9 +41,7 @@ func (o Options) logger() *slog.Logger {
 	return o.Logger
 }
 
-const (
-	failuresHelp = "Reloads of changed TLS certificate, key or CA files that failed, so the previously loaded ones kept serving."
-)
+const failuresHelp = "Reloads of changed TLS certificate, key or CA files that failed, so the previously loaded ones kept serving."
 
 // FailureCounter is hyp_tls_reload_failures_total{endpoint}, registered on reg (nil: not
 // registered). The listener and every forward sink of one process share one registry, so a
