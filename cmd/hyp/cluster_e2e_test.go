@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/hyp-project/hyp/internal/testutil/lakeread"
 	"github.com/hyp-project/hyp/internal/testutil/miniotest"
@@ -200,6 +203,7 @@ func TestClusterReplicasExactlyOnce(t *testing.T) {
 	drain("last round")
 
 	st := settled(t, rs[0], 2)
+	abandonedGone(t, pg.URI())
 	want := unionWant(gws[0].f.want, gws[1].f.want)
 	stored := int64(0)
 	for _, g := range st.Gateways {
@@ -376,6 +380,9 @@ func TestClusterSixGatewaysThroughKills(t *testing.T) {
 	if st.Committer == "" {
 		t.Fatalf("server status names no committer: %+v", st)
 	}
+	// The replica killed at its failpoint left a stage no transaction finished: the
+	// committer removes its file and forgets it.
+	abandonedGone(t, pg.URI())
 	all := unionWant(want...)
 	v := readLakeTable(t, lakeread.Options{Catalog: pg.URI(), Namespace: "hyp", S3: m.Client()}, "logs")
 	var names []string
@@ -391,4 +398,27 @@ func TestClusterSixGatewaysThroughKills(t *testing.T) {
 	}
 	t.Logf("%d rows from %d gateways in %d live data files, %d snapshots (%d by upkeep); committer takeovers %v",
 		len(v.ids), len(gws), len(v.Files), len(v.Snapshots), replaces, takeovers)
+}
+
+// abandonedGone waits for the committer to have removed every abandoned stage.
+func abandonedGone(t *testing.T, pgURI string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pgURI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(500 * time.Millisecond) {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM hyp_staging`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d abandoned stages are still recorded a minute later", n)
+		}
+	}
 }

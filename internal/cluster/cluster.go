@@ -6,9 +6,10 @@
 // A chunk is stored in one PostgreSQL transaction that holds an advisory lock on its
 // (gateway, dataset, partition): the ledger is read, the rows it lacks are written to the
 // warehouse as staged data files, and the files and the chunk's span are recorded. Only the
-// transaction's commit makes a row stored; a replica that dies before it leaves files nothing
-// records (orphans, removed by the committer's upkeep) and the sender's retry stores the rows
-// again.
+// transaction's commit makes a row stored. Before writing, the replica records the stage's id
+// (hyp_staging, committed on its own) and holds that row locked in the transaction, which
+// deletes it: a replica that dies before its commit leaves a staging row no transaction holds,
+// and the committer removes the files it names (the sender's retry stores the rows again).
 //
 // The committer is whichever replica holds a session advisory lock; PostgreSQL releases it
 // when that replica's connection ends, and another replica takes it. A commit is decided in
@@ -146,7 +147,8 @@ func replicaID() string {
 
 // schema is hyp's tables in the shared database. Ledger intervals are inclusive seq spans per
 // (gateway, dataset, partition); a staged file belongs to at most one commit, and is
-// committed once that commit's committed_at is set.
+// committed once that commit's committed_at is set. A hyp_staging row is a stage begun and
+// not finished: its files, if any, are named by its id.
 const schema = `
 CREATE TABLE IF NOT EXISTS hyp_ledger (
 	gateway text NOT NULL, dataset text NOT NULL, part text NOT NULL,
@@ -161,6 +163,8 @@ CREATE TABLE IF NOT EXISTS hyp_staged (
 	path text NOT NULL UNIQUE, replica text NOT NULL, staged_at timestamptz NOT NULL DEFAULT now(),
 	commit_id text REFERENCES hyp_commits(id), committed_at timestamptz);
 CREATE INDEX IF NOT EXISTS hyp_staged_open ON hyp_staged (dataset, id) WHERE committed_at IS NULL;
+CREATE TABLE IF NOT EXISTS hyp_staging (
+	id uuid PRIMARY KEY, dataset text NOT NULL, replica text NOT NULL, started_at timestamptz NOT NULL DEFAULT now());
 CREATE TABLE IF NOT EXISTS hyp_gateways (
 	gateway text PRIMARY KEY, last_seen timestamptz NOT NULL, rows_stored bigint NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS hyp_replicas (

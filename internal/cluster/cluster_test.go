@@ -145,6 +145,10 @@ func TestReplicasStoreEachRowOnce(t *testing.T) {
 	if accepted != 150+80 {
 		t.Fatalf("accepted %d rows, want 230", accepted)
 	}
+	var open int
+	if err := rs[0].pool.QueryRow(ctx, `SELECT count(*) FROM hyp_staging`).Scan(&open); err != nil || open != 0 {
+		t.Fatalf("%d stages left unfinished by committed stores (%v)", open, err)
+	}
 	if err := rs[1].CommitStaged(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,8 @@ import (
 const maxCommitFiles = 2000
 
 // Run keeps the replica's heartbeat and, while it holds the committer lock, commits staged
-// files every commit interval and runs the tables' upkeep when it is due, after a commit.
+// files every commit interval, removes the files of abandoned stages after each commit
+// round, and runs the tables' upkeep when it is due.
 // It returns when ctx ends.
 func (c *Cluster) Run(ctx context.Context) {
 	beat := time.NewTicker(heartbeat)
@@ -57,6 +58,9 @@ func (c *Cluster) Run(ctx context.Context) {
 			if err := c.CommitStaged(ctx); err != nil && ctx.Err() == nil {
 				c.metrics.commits.WithLabelValues("failed").Inc()
 				c.log.Warn("cluster: commit failed; staged rows stay staged until the next try", "err", err)
+			}
+			if _, err := c.removeAbandoned(ctx); err != nil && ctx.Err() == nil {
+				c.log.Warn("cluster: removing abandoned stages failed; the next round tries again", "err", err)
 			}
 			nextCommit = time.Now().Add(c.interval)
 			if !nextUpkeep.IsZero() && !time.Now().Before(nextUpkeep) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hyp-project/hyp/internal/lake"
@@ -14,13 +15,18 @@ import (
 // The committer keeps the lake's tables small between its commits (issue 13 item 3): every
 // replica stages a file per chunk, so a fleet leaves thousands of small files an hour. Upkeep
 // runs in the committer's loop, never beside a commit of its own, and is the lake's
-// (internal/lake Maintain: expiry, compaction, manifest merge, orphans) with two things only
-// the cluster knows:
+// (internal/lake Maintain: expiry, compaction, manifest merge, orphans) with what only the
+// cluster knows:
 //   - which unreferenced files are staged, recorded in hyp_staged and not yet committed:
 //     they are kept however old (a lake outage can hold a backlog for days);
+//   - which stages were abandoned: a hyp_staging row that no transaction holds names files
+//     no transaction will ever record, removed at once after every commit round
+//     (removeAbandoned);
 //   - that no file younger than orphanAge can still become recorded: Store gives up on a
-//     chunk whose files were written more than stageDeadline ago, so a file older than
-//     orphanAge that hyp_staged does not name is one no transaction will ever name.
+//     chunk whose transaction has not committed stageDeadline after it began, so a file
+//     older than orphanAge that hyp_staged does not name is one no transaction will ever
+//     name. This catches what removeAbandoned cannot see: a file whose upload completed
+//     only after its stage was found abandoned.
 const (
 	stageDeadline = 10 * time.Minute
 	// orphanAge leaves stageDeadline plus generous clock skew between the replicas and
@@ -29,6 +35,10 @@ const (
 	// forgetAfter is how long committed files and commits stay in hyp_staged and
 	// hyp_commits: a successor resolves only unmarked intents, so marked ones are history.
 	forgetAfter = 24 * time.Hour
+	// abandonedAfter is how old a stage no transaction holds must be to be abandoned: a
+	// Store takes its lock right after recording it, so only a stalled or dead one is later
+	// (and a stalled one then finds its stage gone and fails, for the sender to retry).
+	abandonedAfter = 10 * time.Second
 )
 
 // Schedule says when upkeep is next due (robfig/cron's Schedule satisfies it).
@@ -85,4 +95,53 @@ func (c *Cluster) forget(ctx context.Context) error {
 		return fmt.Errorf("forget committed files: %w", err)
 	}
 	return nil
+}
+
+// removeAbandoned removes the files of stages whose transaction ended without committing
+// (the replica died, or its transaction failed), and forgets those stages. A stage is
+// locked by its transaction while it lives; one this can lock is over, and its files are
+// not recorded. The files go before the rows, so a failure here leaves the stages for the
+// next round.
+func (c *Cluster) removeAbandoned(ctx context.Context) (int, error) {
+	removed := 0
+	err := c.inTx(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT id, dataset FROM hyp_staging WHERE started_at < now() - $1::interval FOR UPDATE SKIP LOCKED`,
+			abandonedAfter.String())
+		if err != nil {
+			return err
+		}
+		byDataset := map[string][]uuid.UUID{}
+		var ids []uuid.UUID
+		for rows.Next() {
+			var id uuid.UUID
+			var ds string
+			if err := rows.Scan(&id, &ds); err != nil {
+				rows.Close()
+				return err
+			}
+			byDataset[ds] = append(byDataset[ds], id)
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil || len(ids) == 0 {
+			return err
+		}
+		for ds, dsIDs := range byDataset {
+			n, err := c.lake.RemoveStaged(ctx, ds, dsIDs)
+			removed += n
+			if err != nil {
+				return fmt.Errorf("remove abandoned files of %s: %w", ds, err)
+			}
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM hyp_staging WHERE id = ANY($1)`, ids)
+		return err
+	})
+	c.metrics.orphans.Add(float64(removed))
+	if err != nil {
+		return removed, fmt.Errorf("abandoned stages: %w", err)
+	}
+	if removed > 0 {
+		c.log.Info("cluster: removed the files of abandoned stages", "files", removed)
+	}
+	return removed, nil
 }

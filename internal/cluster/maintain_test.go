@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/google/uuid"
 
 	"github.com/hyp-project/hyp/internal/cache"
 	"github.com/hyp-project/hyp/internal/lake"
@@ -35,7 +36,9 @@ func TestUpkeepKeepsStagedFilesAndRemovesOrphans(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	orphan := stageUnrecorded(t, c, chunk("gw-a", span(131, 140)...))
+	// A file nothing records, not even a stage (its upload completed after the stage was
+	// found abandoned): only its age tells.
+	orphan := stageUnrecorded(t, c, chunk("gw-a", span(131, 140)...), uuid.New())
 	staged := stagedPaths(t, c)
 	if len(staged) != 3 {
 		t.Fatalf("%d staged files, want 3", len(staged))
@@ -61,6 +64,65 @@ func TestUpkeepKeepsStagedFilesAndRemovesOrphans(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkTable(t, c, 130)
+}
+
+// TestAbandonedStagesAreRemovedAtOnce: a replica killed between writing a chunk's file and
+// committing its transaction leaves a stage no transaction holds; the committer removes its
+// file after the next commit round, however young, while the file of a stage whose
+// transaction is still open stays.
+func TestAbandonedStagesAreRemovedAtOnce(t *testing.T) {
+	ctx := context.Background()
+	c := openReplicas(t, 1)[0]
+	if _, err := c.Store(ctx, chunk("gw-a", span(1, 10)...)); err != nil {
+		t.Fatal(err)
+	}
+	dead, live := uuid.New(), uuid.New()
+	for _, id := range []uuid.UUID{dead, live} {
+		if _, err := c.pool.Exec(ctx, `INSERT INTO hyp_staging (id, dataset, replica, started_at) VALUES ($1, 'logs', 'r', now() - interval '5 minutes')`, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tx, err := c.pool.Begin(ctx) // the live stage's transaction, still open
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM hyp_staging WHERE id = $1 FOR UPDATE`, live); err != nil {
+		t.Fatal(err)
+	}
+	deadFile := stageUnrecorded(t, c, chunk("gw-a", span(11, 20)...), dead)
+	liveFile := stageUnrecorded(t, c, chunk("gw-a", span(21, 30)...), live)
+	if err := c.CommitStaged(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.removeAbandoned(ctx); err != nil || n != 1 {
+		t.Fatalf("removeAbandoned = %d, %v; want the dead stage's file", n, err)
+	}
+	if _, err := os.Stat(deadFile); !os.IsNotExist(err) {
+		t.Errorf("the dead stage's file %s is still there (%v)", deadFile, err)
+	}
+	if _, err := os.Stat(liveFile); err != nil {
+		t.Errorf("the open stage's file is gone: %v", err)
+	}
+	var left []uuid.UUID
+	rows, _ := c.pool.Query(ctx, `SELECT id FROM hyp_staging`)
+	for rows.Next() {
+		var id uuid.UUID
+		rows.Scan(&id)
+		left = append(left, id)
+	}
+	if len(left) != 1 || left[0] != live {
+		t.Fatalf("stages left %v, want only the open one %s", left, live)
+	}
+	checkTable(t, c, 10)
+	// Once the open transaction ends without committing, its stage is abandoned too.
+	tx.Rollback(ctx)
+	if n, err := c.removeAbandoned(ctx); err != nil || n != 1 {
+		t.Fatalf("removeAbandoned after the rollback = %d, %v", n, err)
+	}
+	if _, err := os.Stat(liveFile); !os.IsNotExist(err) {
+		t.Errorf("the rolled-back stage's file %s is still there (%v)", liveFile, err)
+	}
 }
 
 // TestUpkeepForgetsOldCommits: bookkeeping of files committed long ago goes, that of recent
@@ -108,9 +170,9 @@ func TestUpkeepForgetsOldCommits(t *testing.T) {
 	}
 }
 
-// stageUnrecorded writes a chunk's rows to the warehouse as Store would and records nothing,
-// as a replica killed between the two does; it returns the file's local path.
-func stageUnrecorded(t *testing.T, c *Cluster, ch Chunk) string {
+// stageUnrecorded writes a chunk's rows to the warehouse as stage id, as Store would, and
+// records no file; it returns the file's local path.
+func stageUnrecorded(t *testing.T, c *Cluster, ch Chunk, id uuid.UUID) string {
 	t.Helper()
 	enc := cache.NewEncoder()
 	defer enc.Release()
@@ -125,7 +187,7 @@ func stageUnrecorded(t *testing.T, c *Cluster, ch Chunk) string {
 	}
 	defer rec.Release()
 	u := lake.Unit{Dataset: ch.Dataset, Partition: "gateway=" + ch.Gateway + "/source=" + ch.Source, First: ch.Seqs[0], Last: ch.Seqs[len(ch.Seqs)-1], Rows: rec.NumRows()}
-	files, err := c.lake.Stage(context.Background(), ch.Dataset, lake.Batch{Unit: u, Source: ch.Source, Gateway: ch.Gateway, Records: []arrow.RecordBatch{rec}})
+	files, err := c.lake.Stage(context.Background(), ch.Dataset, lake.Batch{Unit: u, Source: ch.Source, Gateway: ch.Gateway, Records: []arrow.RecordBatch{rec}}, id)
 	if err != nil || len(files) != 1 {
 		t.Fatalf("stage: %v, %d files", err, len(files))
 	}

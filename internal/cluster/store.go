@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hyp-project/hyp/internal/cache"
@@ -43,7 +44,18 @@ func (c *Cluster) Store(ctx context.Context, ch Chunk) (Stored, error) {
 	// so a transaction that wrote files commits within stageDeadline or not at all.
 	ctx, cancel := context.WithTimeout(ctx, stageDeadline)
 	defer cancel()
+	// The stage is recorded before the transaction, so the record outlives a transaction
+	// that never commits; while the transaction holds it, the committer leaves it alone.
+	stageID := uuid.New()
+	if _, err := c.pool.Exec(ctx, `INSERT INTO hyp_staging (id, dataset, replica) VALUES ($1, $2, $3)`, stageID, ch.Dataset, c.id); err != nil {
+		return Stored{}, fmt.Errorf("record a stage: %w", err)
+	}
 	err := c.inTx(ctx, func(tx pgx.Tx) error {
+		var one int
+		if err := tx.QueryRow(ctx, `SELECT 1 FROM hyp_staging WHERE id = $1 FOR UPDATE`, stageID).Scan(&one); err != nil {
+			// Taken for abandoned already (a stall before this transaction began).
+			return fmt.Errorf("hold stage %s: %w", stageID, err)
+		}
 		// Two replicas given chunks of one key wait for each other here, so a seq is found
 		// missing and stored by one transaction at a time.
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(1) || $2 || chr(1) || $3, 0))`,
@@ -56,9 +68,12 @@ func (c *Cluster) Store(ctx context.Context, ch Chunk) (Stored, error) {
 		}
 		out = Stored{Accepted: len(ch.Seqs) - held.count, Duplicates: held.count}
 		if out.Accepted > 0 {
-			if err := c.stage(ctx, tx, ch, part, held.at); err != nil {
+			if err := c.stage(ctx, tx, ch, part, held.at, stageID); err != nil {
 				return err
 			}
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM hyp_staging WHERE id = $1`, stageID); err != nil {
+			return fmt.Errorf("finish stage %s: %w", stageID, err)
 		}
 		if err := recordSpan(ctx, tx, ch.Gateway, ch.Dataset, part, first, last); err != nil {
 			return err
@@ -136,7 +151,7 @@ func recordSpan(ctx context.Context, tx pgx.Tx, gateway, dataset, part string, f
 }
 
 // stage writes the rows not held to the warehouse and records the files in tx.
-func (c *Cluster) stage(ctx context.Context, tx pgx.Tx, ch Chunk, part string, held []bool) error {
+func (c *Cluster) stage(ctx context.Context, tx pgx.Tx, ch Chunk, part string, held []bool, id uuid.UUID) error {
 	enc := cache.NewEncoder()
 	defer enc.Release()
 	var lo, hi int64
@@ -159,7 +174,7 @@ func (c *Cluster) stage(ctx context.Context, tx pgx.Tx, ch Chunk, part string, h
 	defer rec.Release()
 	unit := lake.Unit{Dataset: ch.Dataset, Partition: part, First: lo, Last: hi, Rows: rec.NumRows()}
 	start := time.Now()
-	files, err := c.lake.Stage(ctx, ch.Dataset, lake.Batch{Unit: unit, Source: ch.Source, Gateway: ch.Gateway, Records: []arrow.RecordBatch{rec}})
+	files, err := c.lake.Stage(ctx, ch.Dataset, lake.Batch{Unit: unit, Source: ch.Source, Gateway: ch.Gateway, Records: []arrow.RecordBatch{rec}}, id)
 	if err != nil {
 		return fmt.Errorf("stage rows: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/compaction"
+	"github.com/google/uuid"
 )
 
 // Table upkeep (`hyp sink maintain`). Of what hyp writes, only three kinds of file are ever
@@ -330,9 +331,29 @@ func (l *Lake) rewriteManifests(ctx context.Context, dataset string, tbl *table.
 }
 
 // removeOrphans removes (counts, in a dry run) the table's orphan files older than
-// o.OrphanOlderThan that no pending commit of o.Protect names.
+// o.OrphanOlderThan that no pending commit of o.Protect names and o.Keep does not hold.
 func (l *Lake) removeOrphans(ctx context.Context, dataset string, tbl *table.Table, o MaintainOptions) (int, error) {
-	plan, err := tbl.PlanOrphanFiles(ctx, table.WithFilesOlderThan(o.OrphanOlderThan))
+	kept := make(map[string]bool, len(o.Keep))
+	for _, f := range o.Keep {
+		kept[localKey(f)] = true
+	}
+	return removeUnreferenced(ctx, tbl, o.OrphanOlderThan, o.DryRun, func(orphans []string) []string {
+		protected := protectedIDs(o.Protect, dataset, orphans)
+		var doomed []string
+		for _, f := range orphans {
+			if !protected(f) && !kept[localKey(f)] {
+				doomed = append(doomed, f)
+			}
+		}
+		return doomed
+	})
+}
+
+// removeUnreferenced removes (counts, in a dry run) the files under tbl's location that no
+// retained snapshot or metadata version references, older than olderThan, that pick
+// chooses among them.
+func removeUnreferenced(ctx context.Context, tbl *table.Table, olderThan time.Duration, dryRun bool, pick func(orphans []string) []string) (int, error) {
+	plan, err := tbl.PlanOrphanFiles(ctx, table.WithFilesOlderThan(olderThan))
 	if err != nil {
 		return 0, fmt.Errorf("find orphan files: %w", err)
 	}
@@ -349,21 +370,13 @@ func (l *Lake) removeOrphans(ctx context.Context, dataset string, tbl *table.Tab
 	for _, t := range tasks {
 		live[localKey(t.File.FilePath())] = true
 	}
-	protected := protectedIDs(o.Protect, dataset, orphans)
-	kept := make(map[string]bool, len(o.Keep))
-	for _, f := range o.Keep {
-		kept[localKey(f)] = true
-	}
-	var doomed []string
 	for _, f := range orphans {
 		if live[localKey(f)] {
 			return 0, fmt.Errorf("orphan scan named the live data file %s: removing nothing", f)
 		}
-		if !protected(f) && !kept[localKey(f)] {
-			doomed = append(doomed, f)
-		}
 	}
-	if o.DryRun {
+	doomed := pick(orphans)
+	if dryRun {
 		return len(doomed), nil
 	}
 	fs, err := tbl.FS(ctx)
@@ -396,29 +409,34 @@ func (l *Lake) removeOrphans(ctx context.Context, dataset string, tbl *table.Tab
 // are looked for until one has no file.
 func protectedIDs(pending []Pending, dataset string, names []string) func(string) bool {
 	var ids []string
-	has := func(id string) bool {
-		for _, n := range names {
-			if strings.Contains(n, id) {
-				return true
-			}
-		}
-		return false
-	}
 	for _, p := range pending {
 		if p.Dataset != dataset {
 			continue
 		}
 		c := Commit{Dataset: p.Dataset, ID: p.ID, Base: p.Base}
 		for _, u := range p.Units {
-			for run := 0; ; run++ {
-				id := fileUUID(c, u, run).String()
-				if !has(id) {
-					break
-				}
-				ids = append(ids, id)
-			}
+			ids = append(ids, runsAmong(names, func(run int) uuid.UUID { return fileUUID(c, u, run) })...)
 		}
 	}
+	return containsAny(ids)
+}
+
+// runsAmong returns the uuids of runs 0, 1, ... that name a file among names, stopping at
+// the first run that names none: runs are written in order.
+func runsAmong(names []string, runID func(run int) uuid.UUID) []string {
+	all := strings.Join(names, "\n")
+	var ids []string
+	for run := 0; ; run++ {
+		id := runID(run).String()
+		if !strings.Contains(all, id) {
+			return ids
+		}
+		ids = append(ids, id)
+	}
+}
+
+// containsAny says whether a name contains one of ids.
+func containsAny(ids []string) func(string) bool {
 	return func(name string) bool {
 		for _, id := range ids {
 			if strings.Contains(name, id) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
@@ -28,10 +29,12 @@ type StagedFile struct {
 }
 
 // Stage writes the batch's rows as data files of the dataset's table (creating the table or
-// growing its schema first, as Commit does) and commits nothing. Each call writes files of
-// new names, so a write cut short and retried never overwrites a file some record names;
-// a file nothing records is an orphan for maintenance to remove.
-func (l *Lake) Stage(ctx context.Context, dataset string, b Batch) ([]StagedFile, error) {
+// growing its schema first, as Commit does) and commits nothing. The files are named by id
+// (one uuid per run of records of one schema, derived from it), which the caller records
+// before calling, so that files of a stage that was never recorded as done can be found and
+// removed (RemoveStaged); a new id per call means a write cut short and retried never
+// overwrites a file some record names.
+func (l *Lake) Stage(ctx context.Context, dataset string, b Batch, id uuid.UUID) ([]StagedFile, error) {
 	tbl, err := l.prepare(ctx, dataset, []Batch{b})
 	if err != nil {
 		return nil, err
@@ -41,12 +44,12 @@ func (l *Lake) Stage(ctx context.Context, dataset string, b Batch) ([]StagedFile
 		return nil, fmt.Errorf("stage %s %d-%d: %w", b.Unit.Partition, b.Unit.First, b.Unit.Last, err)
 	}
 	var out []StagedFile
-	for len(recs) > 0 {
+	for run := 0; len(recs) > 0; run++ {
 		n := 1
 		for n < len(recs) && recs[n].Schema().Equal(recs[0].Schema()) {
 			n++
 		}
-		files, err := writeRun(ctx, tbl, recs[:n], uuid.New())
+		files, err := writeRun(ctx, tbl, recs[:n], stageRunUUID(id, run))
 		recs = recs[n:]
 		if err != nil {
 			for _, r := range recs {
@@ -59,6 +62,35 @@ func (l *Lake) Stage(ctx context.Context, dataset string, b Batch) ([]StagedFile
 		}
 	}
 	return out, nil
+}
+
+// stageRunUUID names the files of one run of a stage's records.
+func stageRunUUID(id uuid.UUID, run int) uuid.UUID {
+	return uuid.NewSHA1(id, []byte(strconv.Itoa(run)))
+}
+
+// RemoveStaged removes the files of stages ids of the dataset's table that no snapshot
+// references, however young: the caller knows that nothing will ever commit them (their
+// stage was abandoned). It returns how many it removed.
+func (l *Lake) RemoveStaged(ctx context.Context, dataset string, ids []uuid.UUID) (int, error) {
+	tbl, err := l.load(ctx, dataset)
+	if err != nil || tbl == nil {
+		return 0, err
+	}
+	return removeUnreferenced(ctx, tbl, 0, false, func(orphans []string) []string {
+		var runs []string
+		for _, id := range ids {
+			runs = append(runs, runsAmong(orphans, func(run int) uuid.UUID { return stageRunUUID(id, run) })...)
+		}
+		var doomed []string
+		named := containsAny(runs)
+		for _, f := range orphans {
+			if named(f) {
+				doomed = append(doomed, f)
+			}
+		}
+		return doomed
+	})
 }
 
 // StagedCommit is one snapshot of staged files.

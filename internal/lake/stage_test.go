@@ -2,9 +2,12 @@ package lake
 
 import (
 	"context"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/google/uuid"
 )
 
 // TestStagedFilesCommitOnce: files staged by two replicas for two gateways (each batch
@@ -20,15 +23,16 @@ func TestStagedFilesCommitOnce(t *testing.T) {
 	ba.Gateway = "gw-a"
 	bb := batch(t, "gateway=gw-b/source=api", 1, 7, arrow.BinaryTypes.String) // n as text: a sibling column
 	bb.Gateway = "gw-b"
-	fa, err := a.Stage(ctx, "logs", ba)
+	idA, idB, idOrphan := uuid.New(), uuid.New(), uuid.New()
+	fa, err := a.Stage(ctx, "logs", ba, idA)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fb, err := b.Stage(ctx, "logs", bb)
+	fb, err := b.Stage(ctx, "logs", bb, idB)
 	if err != nil {
 		t.Fatal(err)
 	}
-	orphan, err := b.Stage(ctx, "logs", bb) // a replica that died before recording its files
+	orphan, err := b.Stage(ctx, "logs", bb, idOrphan) // a replica that died before recording its files
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,5 +96,20 @@ func TestStagedFilesCommitOnce(t *testing.T) {
 	}
 	if gws["gw-a"] != 5 || gws["gw-b"] != 7 || len(gws) != 2 {
 		t.Fatalf("_hyp_gateway counts %v, want gw-a 5, gw-b 7", gws)
+	}
+
+	// The abandoned stage's files go, however young; a committed stage named by mistake
+	// loses nothing.
+	n, err := b.RemoveStaged(ctx, "logs", []uuid.UUID{idOrphan, idA})
+	if err != nil || n != len(orphan) {
+		t.Fatalf("RemoveStaged = %d, %v; want the %d abandoned files", n, err, len(orphan))
+	}
+	for _, f := range orphan {
+		if _, err := os.Stat(strings.TrimPrefix(f.Path, "file://")); !os.IsNotExist(err) {
+			t.Errorf("abandoned file %s is still there (%v)", f.Path, err)
+		}
+	}
+	if files, rows := liveFiles(t, a); rows != 12 || len(files) != 4 {
+		t.Fatalf("after RemoveStaged the table holds %d rows in %d files, want 12 in 4", rows, len(files))
 	}
 }
