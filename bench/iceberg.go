@@ -11,6 +11,7 @@ import (
 
 	"github.com/hyp-project/hyp/internal/cache"
 	"github.com/hyp-project/hyp/internal/config"
+	"github.com/hyp-project/hyp/internal/lake"
 	"github.com/hyp-project/hyp/internal/sink"
 	"github.com/hyp-project/hyp/internal/testutil/lakeread"
 )
@@ -62,7 +63,8 @@ func icebergBench(n, ticks int) error {
 	}
 	fmt.Printf("iceberg: %d ticks of %d new rows each: %s per tick on average (one commit each); %d data files in the warehouse\n",
 		ticks, icebergParts*100, (total / time.Duration(max(ticks, 1))).Round(time.Millisecond), files)
-	return icebergMaintainFigure(ctx, dir, warehouse)
+	return icebergMaintainFigure(ctx, "sqlite catalog, local warehouse", lake.Options{Catalog: "sql", URI: "sqlite://" + filepath.Join(dir, "catalog.db"),
+		Warehouse: warehouse, Namespace: "hyp", PartitionBy: "day"})
 }
 
 // icebergS3Bench is the same export to a MinIO warehouse with a PostgreSQL catalog (both
@@ -124,6 +126,14 @@ func icebergS3Bench(minioBin string, n, ticks int) error {
 	}
 	fmt.Printf("iceberg (postgres, MinIO): table hyp.logs after %d ticks: %d live data files (%d rows), %d snapshots\n",
 		ticks, len(tbl.Files), rows, len(tbl.Snapshots))
+	if err := icebergMaintainFigure(ctx, "postgres catalog, MinIO warehouse", lake.Options{Catalog: "sql", URI: uri, Warehouse: "s3://bench/warehouse",
+		Namespace: "hyp", PartitionBy: "day", Region: "us-east-1", Endpoint: endpoint, PathStyle: true}); err != nil {
+		return err
+	}
+	if tbl, err = lakeread.Read(ctx, lakeread.Options{Catalog: uri, Namespace: "hyp", S3: cl}, "logs"); err != nil {
+		return err
+	}
+	fmt.Printf("iceberg (postgres, MinIO): table hyp.logs after maintain, as lakeread finds it: %d live data files, %d snapshots\n", len(tbl.Files), len(tbl.Snapshots))
 	return nil
 }
 

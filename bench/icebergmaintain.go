@@ -3,18 +3,17 @@ package main
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/hyp-project/hyp/internal/lake"
 )
 
-// icebergMaintainFigure maintains the table icebergBench left (one first export, then a
+// icebergMaintainFigure maintains the table an iceberg figure left (one first export, then a
 // commit per tick) as `hyp sink maintain --compact` would with retain_last 10 and every
 // snapshot old enough to expire, and prints the table's snapshots and live data files
 // before and after.
-func icebergMaintainFigure(ctx context.Context, dir, warehouse string) error {
-	l, err := lake.Open(ctx, lake.Options{Catalog: "sql", URI: "sqlite://" + filepath.Join(dir, "catalog.db"), Warehouse: warehouse, Namespace: "hyp", PartitionBy: "day"})
+func icebergMaintainFigure(ctx context.Context, what string, o lake.Options) error {
+	l, err := lake.Open(ctx, o)
 	if err != nil {
 		return err
 	}
@@ -26,8 +25,8 @@ func icebergMaintainFigure(ctx context.Context, dir, warehouse string) error {
 	}
 	el := time.Since(start)
 	for _, r := range reps {
-		fmt.Printf("iceberg maintain --compact (retain_last 10): %s: snapshots %d -> %d, live data files %d -> %d, in %s\n",
-			r.Table, r.SnapshotsBefore, r.SnapshotsAfter, r.FilesBefore, r.FilesAfter, el.Round(time.Millisecond))
+		fmt.Printf("iceberg maintain --compact (retain_last 10, %s): %s: snapshots %d -> %d, live data files %d -> %d, in %s\n",
+			what, r.Table, r.SnapshotsBefore, r.SnapshotsAfter, r.FilesBefore, r.FilesAfter, el.Round(time.Millisecond))
 	}
 	return nil
 }
