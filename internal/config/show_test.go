@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"gopkg.in/yaml.v3"
 )
 
 func TestShowDefaults(t *testing.T) {
@@ -29,6 +31,47 @@ func TestShowDefaults(t *testing.T) {
 		}
 	}
 	requireFixpoint(t, out)
+}
+
+// TestShowLeavesOutOtherTypesKeys: a sink shows only its own type's keys and the common
+// ones, as does the cluster's lake block.
+func TestShowLeavesOutOtherTypesKeys(t *testing.T) {
+	c := parseCase(t, "sinks:\n  central: {type: forward, url: http://c:1, token_file: /t}\n  arch: {type: blob, format: jsonl, destination: {type: local-fs, path: /x}}\n"+
+		"server:\n  cluster:\n    postgres: postgres://db/hyp\n    lake: {catalog: {type: sql, uri: \"postgres://db/hyp\"}, warehouse: /w}\n", nil)
+	s, err := Show(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown := requireFixpoint(t, out)
+	var doc struct {
+		Sinks map[string]map[string]any `yaml:"sinks"`
+	}
+	if err := yaml.Unmarshal(out, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string][]string{"central": {"url", "token_file", "compression"}, "arch": {"format", "destination"}} {
+		keys := doc.Sinks[name]
+		for _, k := range want {
+			if _, ok := keys[k]; !ok {
+				t.Errorf("sink %s lacks its key %s:\n%s", name, k, out)
+			}
+		}
+		for _, k := range []string{"catalog", "warehouse", "maintain"} {
+			if _, ok := keys[k]; ok {
+				t.Errorf("sink %s shows the iceberg key %s:\n%s", name, k, out)
+			}
+		}
+	}
+	if shown.Sinks["central"].URL[0] != "http://c:1" || shown.Sinks["arch"].Destination.Path != "/x" {
+		t.Errorf("show of two sinks loads back as %+v:\n%s", shown.Sinks, out)
+	}
+	if lake := shown.Server.Cluster.Lake; lake.Warehouse != "/w" || strings.Contains(string(out), "token_file: \"\"") {
+		t.Errorf("cluster lake block shown as %+v:\n%s", lake, out)
+	}
 }
 
 // requireFixpoint checks that what show printed loads, and shows again as the same text:
