@@ -31,8 +31,9 @@ type Stored struct {
 
 // Store makes the chunk's rows that no earlier chunk stored durable in the warehouse and
 // records them, with the chunk's span, in the shared ledger. When it returns nil the rows
-// are stored; on error nothing is (the transaction rolled back), though files may have been
-// written that nothing records. Bad rows are *cache.InputError.
+// are stored; on error nothing is (the transaction rolled back), and files it may have
+// written are its stage's, which the committer removes (removeAbandoned). Bad rows are
+// *cache.InputError.
 func (c *Cluster) Store(ctx context.Context, ch Chunk) (Stored, error) {
 	if len(ch.Seqs) == 0 || len(ch.Rows) != len(ch.Seqs) || len(ch.IngestedAt) != len(ch.Seqs) {
 		return Stored{}, fmt.Errorf("cluster: malformed chunk (%d rows, %d seqs, %d times)", len(ch.Rows), len(ch.Seqs), len(ch.IngestedAt))
