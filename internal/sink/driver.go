@@ -71,25 +71,25 @@ type Driver struct {
 }
 
 type instance struct {
-	name    string
-	cfg     config.Sink // as built; Reconfigure changes only what live holds
-	live    atomic.Pointer[liveSettings]
-	wake    chan struct{} // a new schedule: the loop recomputes its next tick
+	name string
+	cfg  config.Sink // as built; Reconfigure changes only what live holds
+	live atomic.Pointer[liveSettings]
+	wake chan struct{} // a new schedule: the loop recomputes its next tick
 	// maintainWake is wake for the maintain loop of an iceberg sink.
 	maintainWake chan struct{}
-	cache   Cache
-	store   *watermark.Store
-	ship    shipper
-	lake    *lakeSink // iceberg sinks commit units per table (iceberg.go) instead of shipping them
-	lim     limits    // the unit budget of ship's destination
-	gateway string
-	home    string
-	sem     chan struct{} // single flight: a tick holds it
-	log     *slog.Logger
-	now     func() time.Time
-	metrics *metrics
-	hooks   hooks
-	broken  error // why the sink could not be built; it then exports nothing
+	cache        Cache
+	store        *watermark.Store
+	ship         shipper
+	lake         *lakeSink // iceberg sinks commit units per table (iceberg.go) instead of shipping them
+	lim          limits    // the unit budget of ship's destination
+	gateway      string
+	home         string
+	sem          chan struct{} // single flight: a tick holds it
+	log          *slog.Logger
+	now          func() time.Time
+	metrics      *metrics
+	hooks        hooks
+	broken       error // why the sink could not be built; it then exports nothing
 }
 
 type metrics struct {
