@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -80,6 +82,11 @@ func validateIceberg(key string, s Sink) []problem {
 			add(problemf(key+".catalog.uri", "%v", err))
 		}
 	case "hadoop":
+		if !s3 && s.Warehouse != "" {
+			if err := CheckHadoopWarehouse(s.Warehouse); err != nil {
+				add(problemf(key+".warehouse", "%v", err))
+			}
+		}
 		if s.Catalog.URI != "" {
 			add(problemf(key+".catalog.uri", "not used by the hadoop catalog (its metadata lives in the warehouse)"))
 		}
@@ -127,6 +134,14 @@ func checkCatalogURI(uri string) error {
 	if uri == "" {
 		return fmt.Errorf("required for the sql catalog: postgres://... or sqlite:///path")
 	}
+	// What follows sqlite:// is a file path taken as written, not URI text, so that a
+	// path with a space or a '%' in it means that file.
+	if rest, ok := strings.CutPrefix(uri, SQLiteScheme+"://"); ok {
+		if !filepath.IsAbs(rest) {
+			return fmt.Errorf("%q: want sqlite:///absolute/path (or a path relative to HYP_HOME after sqlite://)", uri)
+		}
+		return nil
+	}
 	// The message may reach a log: a password in the URI stays out of it.
 	shown := RedactURI(uri)
 	u, err := url.Parse(uri)
@@ -141,12 +156,30 @@ func checkCatalogURI(uri string) error {
 		if u.Host == "" {
 			return fmt.Errorf("%q: missing host", shown)
 		}
-	case SQLiteScheme:
-		if u.Host != "" || !filepath.IsAbs(u.Path) {
-			return fmt.Errorf("%q: want sqlite:///absolute/path (or a path relative to HYP_HOME after sqlite://)", shown)
-		}
 	default:
 		return fmt.Errorf("%q: scheme must be postgres or sqlite", shown)
 	}
 	return nil
+}
+
+// CheckHadoopWarehouse refuses a local warehouse the hadoop catalog would misplace files of.
+// iceberg-go (v0.7) keeps a hadoop table's location as a bare path, which its writers parse
+// as a URL and join onto as one: every character a URL path escapes comes out escaped, in a
+// path no scheme marks as escaped, so data and manifest files land under another directory
+// than the table's metadata; and a '%' not followed by two hex digits fails that parse, so
+// the catalog cannot open at all. An sql catalog's locations are file:// URIs and take any
+// path.
+func CheckHadoopWarehouse(path string) error {
+	escaped := (&url.URL{Path: path}).EscapedPath()
+	if escaped == path {
+		return nil
+	}
+	var bad []string
+	for _, r := range path {
+		if c := string(r); (&url.URL{Path: c}).EscapedPath() != c && !slices.Contains(bad, strconv.Quote(c)) {
+			bad = append(bad, strconv.Quote(c))
+		}
+	}
+	return fmt.Errorf("%q: the hadoop catalog cannot use a path with %s in it (iceberg-go would write its data files under %q); "+
+		"use a path of ASCII letters, digits and -_.~/ or catalog {type: sql, uri: \"sqlite:///path/catalog.db\"}", path, strings.Join(bad, ", "), escaped)
 }

@@ -359,7 +359,7 @@ func serve(ctx context.Context, dir string, cfg *config.Config, pub listener, lo
 		ready(ln.Addr().String())
 	}
 	// SIGHUP re-reads the listener's TLS files and the config, and applies what a running
-	// node can (retention, sink schedules, datasets and withhold_sources) without dropping a
+	// node can (retention, sink schedules, datasets, withhold_sources and maintain) without dropping a
 	// connection.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)

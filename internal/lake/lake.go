@@ -122,6 +122,11 @@ func Open(ctx context.Context, o Options) (*Lake, error) {
 		if !filepath.IsAbs(warehouse) {
 			return nil, fmt.Errorf("warehouse %q: want an absolute path or s3://", warehouse)
 		}
+		if o.Catalog == "hadoop" {
+			if err := config.CheckHadoopWarehouse(warehouse); err != nil {
+				return nil, err
+			}
+		}
 		if err := os.MkdirAll(warehouse, 0o700); err != nil {
 			return nil, fmt.Errorf("warehouse: %w", err)
 		}
@@ -173,8 +178,10 @@ func sqlSource(uri string) (driver string, dialect sqlcat.SupportedDialect, dsn 
 			return "", "", "", fmt.Errorf("catalog %s: %w", uri, err)
 		}
 		// Several hyp processes may share one catalog file: wait for its lock rather than
-		// failing the commit.
-		return "sqlite", sqlcat.SQLite, "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)", nil
+		// failing the commit. The path after sqlite:// is a path, not URI text; the driver's
+		// file: URI is, and SQLite decodes %XX in it and ends its path at '?' or '#', so
+		// the path is escaped as a URI path.
+		return "sqlite", sqlcat.SQLite, "file:" + (&url.URL{Path: path}).EscapedPath() + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)", nil
 	case strings.HasPrefix(uri, "postgres://"), strings.HasPrefix(uri, "postgresql://"):
 		return "pgx", sqlcat.Postgres, uri, nil
 	}
@@ -188,6 +195,17 @@ func Redact(uri string) string { return config.RedactURI(uri) }
 // FileURI is the file:// URI of a local path, escaped so that iceberg-go, which joins file
 // names onto locations as URLs, keeps every byte of it.
 func FileURI(path string) string { return (&url.URL{Scheme: "file", Path: path}).String() }
+
+// localFile is the local path a table location names, read the way iceberg-go's local file
+// IO reads it: a file: URI decoded, a location with no scheme taken as written (it is not
+// URI text); ok is false for a location of another scheme.
+func localFile(location string) (path string, ok bool) {
+	if strings.HasPrefix(location, "file:") {
+		u, err := url.Parse(location)
+		return u.Path, err == nil
+	}
+	return location, !strings.Contains(location, "://")
+}
 
 // Close releases the catalog.
 func (l *Lake) Close() error {

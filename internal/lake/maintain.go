@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	iofs "io/fs"
-	"net/url"
 	"strings"
 	"time"
 
@@ -447,10 +446,10 @@ func containsAny(ids []string) func(string) bool {
 	}
 }
 
-// localKey spells a file location one way: a file:// URI as its decoded path.
+// localKey spells a file location one way: a local one as its path.
 func localKey(location string) string {
-	if u, err := url.Parse(location); err == nil && u.Scheme == "file" {
-		return u.Path
+	if p, ok := localFile(location); ok {
+		return p
 	}
 	return location
 }

@@ -214,8 +214,8 @@ func maintainOrphans(t *testing.T, catalogType string) {
 	dir := t.TempDir()
 	o := Options{Catalog: catalogType, Warehouse: filepath.Join(dir, "warehouse"), Namespace: "hyp", PartitionBy: "day", Gateway: "gw-a"}
 	if catalogType == "sql" {
-		// iceberg-go's hadoop catalog writes data files of such a warehouse to another
-		// directory (it unescapes the location once too often): only the sql one is tried.
+		// The hadoop catalog refuses such a warehouse (config.CheckHadoopWarehouse): only
+		// the sql one is tried.
 		o.URI, o.Warehouse = "sqlite://"+filepath.Join(dir, "cat.db"), filepath.Join(dir, "ware house %41")
 	}
 	l, err := Open(ctx, o)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,8 +92,8 @@ func columnType(t iceberg.Type) string {
 // localCopy is a data file's local path: the file itself when the warehouse is local, else
 // a copy at dst.
 func localCopy(fsys icebergio.IO, location, dst string) (string, error) {
-	if u, err := url.Parse(location); err == nil && (u.Scheme == "file" || u.Scheme == "") {
-		return u.Path, nil
+	if p, ok := localFile(location); ok {
+		return p, nil
 	}
 	if !strings.HasPrefix(location, "s3://") {
 		return "", fmt.Errorf("data file %s: unsupported location", location)

@@ -185,7 +185,7 @@ func (n *Node) settleGaps() error {
 }
 
 // Reload applies a new config where the running node can: retention at once, and each
-// sink's schedule, datasets and withhold_sources. What needs a restart (listeners, flush
+// sink's schedule, datasets, withhold_sources and maintain block. What needs a restart (listeners, flush
 // and compaction intervals, sinks added, removed or pointed elsewhere) is returned and
 // left as it was. Everything applied is logged.
 func (n *Node) Reload(cfg *config.Config) (applied, needRestart []string) {

@@ -71,23 +71,25 @@ type Driver struct {
 }
 
 type instance struct {
-	name    string
-	cfg     config.Sink // as built; Reconfigure changes only what live holds
-	live    atomic.Pointer[liveSettings]
-	wake    chan struct{} // a new schedule: the loop recomputes its next tick
-	cache   Cache
-	store   *watermark.Store
-	ship    shipper
-	lake    *lakeSink // iceberg sinks commit units per table (iceberg.go) instead of shipping them
-	lim     limits    // the unit budget of ship's destination
-	gateway string
-	home    string
-	sem     chan struct{} // single flight: a tick holds it
-	log     *slog.Logger
-	now     func() time.Time
-	metrics *metrics
-	hooks   hooks
-	broken  error // why the sink could not be built; it then exports nothing
+	name string
+	cfg  config.Sink // as built; Reconfigure changes only what live holds
+	live atomic.Pointer[liveSettings]
+	wake chan struct{} // a new schedule: the loop recomputes its next tick
+	// maintainWake is wake for the maintain loop of an iceberg sink.
+	maintainWake chan struct{}
+	cache        Cache
+	store        *watermark.Store
+	ship         shipper
+	lake         *lakeSink // iceberg sinks commit units per table (iceberg.go) instead of shipping them
+	lim          limits    // the unit budget of ship's destination
+	gateway      string
+	home         string
+	sem          chan struct{} // single flight: a tick holds it
+	log          *slog.Logger
+	now          func() time.Time
+	metrics      *metrics
+	hooks        hooks
+	broken       error // why the sink could not be built; it then exports nothing
 }
 
 type metrics struct {
@@ -141,16 +143,16 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 				return nil, err
 			}
 		}
-		sched, err := config.ParseSchedule(cfg.Schedule)
+		live, err := newLive(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("sink %s: %w", name, err)
 		}
 		x := &instance{
 			name: name, cfg: cfg, cache: o.Cache, store: d.store, gateway: gateway, home: o.Home,
-			wake: make(chan struct{}, 1), sem: make(chan struct{}, 1),
+			wake: make(chan struct{}, 1), maintainWake: make(chan struct{}, 1), sem: make(chan struct{}, 1),
 			log: log.With("sink", name), now: now, metrics: m, hooks: failpoints(&failpointHits),
 		}
-		x.live.Store(&liveSettings{sched: sched, schedule: cfg.Schedule, datasets: cfg.Datasets, withhold: cfg.WithholdSources})
+		x.live.Store(live)
 		if cfg.Type == "iceberg" {
 			x.lake, x.lim = newLakeSink(x, o.UnitRows)
 		} else {
@@ -190,15 +192,10 @@ func (d *Driver) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, x := range d.insts {
 		wg.Go(func() { x.loop(ctx) })
-		if x.lake == nil || x.cfg.Maintain.Schedule == "" {
-			continue
+		if x.lake != nil {
+			// Even without a maintain.schedule: a reload may give it one.
+			wg.Go(func() { x.maintainLoop(ctx) })
 		}
-		sched, err := config.ParseSchedule(x.cfg.Maintain.Schedule)
-		if err != nil { // config validation refuses it first
-			x.log.Error("maintain.schedule not understood; tables are maintained only on demand", "err", err)
-			continue
-		}
-		wg.Go(func() { x.maintainLoop(ctx, sched) })
 	}
 	wg.Wait()
 }

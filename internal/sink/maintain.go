@@ -8,7 +8,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/hyp-project/hyp/internal/config"
 	"github.com/hyp-project/hyp/internal/lake"
 	"github.com/hyp-project/hyp/internal/watermark"
 )
@@ -80,7 +79,7 @@ func (d *Driver) Maintain(ctx context.Context, req MaintainRequest) ([]MaintainR
 		case <-ctx.Done():
 			return out, ctx.Err()
 		}
-		res := x.maintain(ctx, req.Compact || x.cfg.Maintain.Compact, req.DryRun)
+		res := x.maintain(ctx, req.Compact || x.live.Load().maintain.Compact, req.DryRun)
 		<-x.sem
 		out = append(out, res)
 	}
@@ -88,22 +87,28 @@ func (d *Driver) Maintain(ctx context.Context, req MaintainRequest) ([]MaintainR
 }
 
 // maintainLoop runs the instance's upkeep on its maintain.schedule until ctx is done,
-// each run between two of its ticks.
-func (x *instance) maintainLoop(ctx context.Context, sched config.Schedule) {
+// each run between two of its ticks. A reload that changes the schedule wakes it to
+// recompute its next run; with no schedule it only waits for one.
+func (x *instance) maintainLoop(ctx context.Context) {
 	for {
-		t := time.NewTimer(time.Until(sched.Next(x.now())))
+		var due <-chan time.Time // nil, never ready, without a schedule
+		if sched := x.live.Load().maintainSched; sched != nil {
+			// An abandoned time.After timer is collected (Go 1.23), so a wake leaks nothing.
+			due = time.After(time.Until(sched.Next(x.now())))
+		}
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return
-		case <-t.C:
+		case <-x.maintainWake:
+			continue
+		case <-due:
 		}
 		select {
 		case x.sem <- struct{}{}:
 		case <-ctx.Done():
 			return
 		}
-		x.maintain(ctx, x.cfg.Maintain.Compact, false)
+		x.maintain(ctx, x.live.Load().maintain.Compact, false)
 		<-x.sem
 	}
 }
@@ -130,7 +135,7 @@ func (x *instance) maintain(ctx context.Context, compact, dryRun bool) MaintainR
 	if err != nil {
 		return fail(err)
 	}
-	m := x.cfg.Maintain
+	m := x.live.Load().maintain
 	res.Tables, err = l.Maintain(ctx, lake.MaintainOptions{
 		Compact: compact, DryRun: dryRun, ExpireOlderThan: time.Duration(m.ExpireOlderThan), RetainLast: m.RetainLast,
 		OrphanOlderThan: orphanAge, Protect: pending,

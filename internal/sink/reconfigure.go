@@ -4,25 +4,47 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/hyp-project/hyp/internal/config"
 )
 
 // liveSettings are the parts of a sink's config a running driver can change without a
-// restart: when it runs, which datasets it covers and which sources it withholds. The
-// destination and credentials are fixed for the life of the instance.
+// restart: when it runs, which datasets it covers, which sources it withholds and, for an
+// iceberg sink, its table upkeep. The destination and credentials are fixed for the life
+// of the instance.
 type liveSettings struct {
 	sched    config.Schedule
 	schedule string
 	datasets []string
 	withhold []string
+	maintain config.Maintain
+	// maintainSched is maintain.schedule parsed; nil when upkeep runs only on demand.
+	maintainSched config.Schedule
+}
+
+// newLive reads a sink config's live settings.
+func newLive(cfg config.Sink) (*liveSettings, error) {
+	sched, err := config.ParseSchedule(cfg.Schedule)
+	if err != nil {
+		return nil, err
+	}
+	live := &liveSettings{sched: sched, schedule: cfg.Schedule, datasets: cfg.Datasets, withhold: cfg.WithholdSources, maintain: cfg.Maintain}
+	if cfg.Type == "iceberg" && cfg.Maintain.Schedule != "" {
+		if live.maintainSched, err = config.ParseSchedule(cfg.Maintain.Schedule); err != nil {
+			return nil, fmt.Errorf("maintain.schedule: %w", err)
+		}
+	}
+	return live, nil
 }
 
 // Reconfigure applies new sink settings to the running driver (`hyp daemon` on SIGHUP).
-// An instance's schedule, datasets and withhold_sources change at once: the next export
-// unit of a running tick already follows them. Adding or removing a sink, or changing its
-// type, format, destination, url, token_file or compression, needs a restart: such a change
-// is returned, and an instance it concerns keeps every setting it has until then.
+// An instance's schedule, datasets, withhold_sources and maintain block change at once:
+// the next export unit of a running tick already follows them, and the maintain loop
+// recomputes its next run. Adding or removing a sink, or changing any other key (its type,
+// format, destination, url, token_file, compression, tls, or an iceberg sink's catalog,
+// warehouse, namespace, partition_by or s3), needs a restart: such a change is returned,
+// naming the keys, and an instance it concerns keeps every setting it has until then.
 func (d *Driver) Reconfigure(sinks map[string]config.Sink) (applied, needRestart []string) {
 	for _, x := range d.insts {
 		next, ok := sinks[x.name]
@@ -30,36 +52,25 @@ func (d *Driver) Reconfigure(sinks map[string]config.Sink) (applied, needRestart
 			needRestart = append(needRestart, fmt.Sprintf("sink %s removed", x.name))
 			continue
 		}
-		fixed, nextFixed := x.cfg, next
-		fixed.Schedule, fixed.Datasets, fixed.WithholdSources = "", nil, nil
-		nextFixed.Schedule, nextFixed.Datasets, nextFixed.WithholdSources = "", nil, nil
-		if !reflect.DeepEqual(fixed, nextFixed) {
-			needRestart = append(needRestart, fmt.Sprintf("sink %s: type, format, destination, url or token_file changed", x.name))
+		if keys := fixedChanges(x.cfg, next); len(keys) > 0 {
+			needRestart = append(needRestart, fmt.Sprintf("sink %s: %s changed", x.name, strings.Join(keys, ", ")))
 			continue
 		}
-		cur := x.live.Load()
-		sched, err := config.ParseSchedule(next.Schedule)
+		live, err := newLive(next)
 		if err != nil {
 			needRestart = append(needRestart, fmt.Sprintf("sink %s: %v", x.name, err))
 			continue
 		}
-		var changes []string
-		if next.Schedule != cur.schedule {
-			changes = append(changes, fmt.Sprintf("schedule %q -> %q", cur.schedule, next.Schedule))
-		}
-		if !slices.Equal(next.Datasets, cur.datasets) {
-			changes = append(changes, fmt.Sprintf("datasets %v -> %v", cur.datasets, next.Datasets))
-		}
-		if !slices.Equal(next.WithholdSources, cur.withhold) {
-			changes = append(changes, fmt.Sprintf("withhold_sources %v -> %v", cur.withhold, next.WithholdSources))
-		}
+		changes := liveChanges(x.live.Load(), live)
 		if len(changes) == 0 {
 			continue
 		}
-		x.live.Store(&liveSettings{sched: sched, schedule: next.Schedule, datasets: next.Datasets, withhold: next.WithholdSources})
-		select {
-		case x.wake <- struct{}{}:
-		default:
+		x.live.Store(live)
+		for _, wake := range []chan struct{}{x.wake, x.maintainWake} {
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
 		}
 		for _, c := range changes {
 			applied = append(applied, fmt.Sprintf("sink %s: %s", x.name, c))
@@ -72,4 +83,57 @@ func (d *Driver) Reconfigure(sinks map[string]config.Sink) (applied, needRestart
 	}
 	slices.Sort(needRestart)
 	return applied, needRestart
+}
+
+// fixedChanges are the hyp.yaml keys, other than the live ones, whose values differ
+// between two configs of a sink.
+func fixedChanges(cur, next config.Sink) []string {
+	var keys []string
+	a, b := reflect.ValueOf(cur), reflect.ValueOf(next)
+	for i := range a.NumField() {
+		f := a.Type().Field(i)
+		key, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		switch key {
+		case "schedule", "datasets", "withhold_sources", "maintain":
+			continue
+		}
+		if !reflect.DeepEqual(a.Field(i).Interface(), b.Field(i).Interface()) {
+			keys = append(keys, key)
+		}
+	}
+	return keys
+}
+
+// liveChanges describes, key by key, how next differs from cur.
+func liveChanges(cur, next *liveSettings) []string {
+	var changes []string
+	if next.schedule != cur.schedule {
+		changes = append(changes, fmt.Sprintf("schedule %q -> %q", cur.schedule, next.schedule))
+	}
+	if !slices.Equal(next.datasets, cur.datasets) {
+		changes = append(changes, fmt.Sprintf("datasets %v -> %v", cur.datasets, next.datasets))
+	}
+	if !slices.Equal(next.withhold, cur.withhold) {
+		changes = append(changes, fmt.Sprintf("withhold_sources %v -> %v", cur.withhold, next.withhold))
+	}
+	m, n := cur.maintain, next.maintain
+	if n.Schedule != m.Schedule {
+		changes = append(changes, fmt.Sprintf("maintain.schedule %q -> %q", m.Schedule, n.Schedule))
+	}
+	if n.Compact != m.Compact {
+		changes = append(changes, fmt.Sprintf("maintain.compact %v -> %v", m.Compact, n.Compact))
+	}
+	if n.ExpireOlderThan != m.ExpireOlderThan {
+		changes = append(changes, fmt.Sprintf("maintain.expire_older_than %s -> %s", yamlText(m.ExpireOlderThan), yamlText(n.ExpireOlderThan)))
+	}
+	if n.RetainLast != m.RetainLast {
+		changes = append(changes, fmt.Sprintf("maintain.retain_last %d -> %d", m.RetainLast, n.RetainLast))
+	}
+	return changes
+}
+
+// yamlText is a duration as hyp.yaml spells it ("7d", "12h").
+func yamlText(d config.Duration) string {
+	v, _ := d.MarshalYAML()
+	return fmt.Sprint(v)
 }

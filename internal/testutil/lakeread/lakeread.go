@@ -154,7 +154,9 @@ func metadataLocation(ctx context.Context, o Options, name string) (string, erro
 	var driver, dsn, query string
 	switch {
 	case strings.HasPrefix(o.Catalog, "sqlite://"):
-		driver, dsn = "sqlite", "file:"+strings.TrimPrefix(o.Catalog, "sqlite://")+"?mode=ro&_pragma=busy_timeout(10000)"
+		// The catalog names a path; SQLite's file: URI wants it escaped.
+		path := (&url.URL{Path: strings.TrimPrefix(o.Catalog, "sqlite://")}).EscapedPath()
+		driver, dsn = "sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(10000)"
 		query = `SELECT metadata_location FROM iceberg_tables WHERE catalog_name = ? AND table_namespace = ? AND table_name = ?`
 	case strings.HasPrefix(o.Catalog, "postgres://"), strings.HasPrefix(o.Catalog, "postgresql://"):
 		driver, dsn = "pgx", o.Catalog
