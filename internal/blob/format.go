@@ -9,11 +9,9 @@ import (
 	"io"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/klauspost/compress/gzip"
 
+	"github.com/hyp-project/hyp/internal/parquetw"
 	"github.com/hyp-project/hyp/internal/rowjson"
 )
 
@@ -68,7 +66,7 @@ type Writer struct {
 	f      Format
 	schema *arrow.Schema
 	n      int // records written
-	pq     *parquetWriter
+	pq     *parquetw.Writer
 	jl     *jsonlWriter
 }
 
@@ -78,6 +76,11 @@ func NewWriter(w io.Writer, f Format, schema *arrow.Schema) (*Writer, error) {
 	e := &Writer{w: w, f: f, schema: schema}
 	switch f {
 	case Parquet:
+		e.pq = parquetw.NewWriter(w, parquetSchema(schema), parquetw.Options{
+			RowGroupRows: MaxRowGroupRows,
+			// The internal columns (SPEC 6) are unique per row.
+			Plain: []string{"_hyp_ingest_seq", "_hyp_ingested_at"},
+		})
 	case JSONL:
 		jl, err := newJSONLWriter(w, schema)
 		if err != nil {
@@ -100,13 +103,7 @@ func (e *Writer) Write(rec arrow.RecordBatch) error {
 	if e.jl != nil {
 		return e.jl.write(rec)
 	}
-	if e.pq == nil {
-		// The first rows decide the column encodings (see parquetProps).
-		if err := e.startParquet(rec); err != nil {
-			return err
-		}
-	}
-	if err := e.pq.write(rec); err != nil {
+	if err := e.pq.Write(rec); err != nil {
 		return fmt.Errorf("parquet record %d: %w", e.n-1, err)
 	}
 	return nil
@@ -117,56 +114,7 @@ func (e *Writer) Close() error {
 	if e.jl != nil {
 		return e.jl.close()
 	}
-	if e.pq == nil {
-		if err := e.startParquet(nil); err != nil {
-			return err
-		}
-	}
-	if err := e.pq.close(); err != nil {
-		return fmt.Errorf("parquet footer: %w", err)
-	}
-	return nil
-}
-
-func (e *Writer) startParquet(sample arrow.RecordBatch) error {
-	// Every timestamp becomes microseconds: the cache's own unit, and the one unit every
-	// Parquet reader (Spark included) maps to its native timestamp type.
-	arrowProps := pqarrow.NewArrowWriterProperties(
-		pqarrow.WithCoerceTimestamps(arrow.Microsecond),
-		pqarrow.WithTruncatedTimestamps(true),
-	)
-	// The Parquet writer closes a sink that is an io.Closer; hiding Close keeps w the caller's.
-	pw, err := newParquetWriter(struct{ io.Writer }{e.w}, parquetSchema(e.schema), parquetProps(sample), arrowProps)
-	if err != nil {
-		return fmt.Errorf("parquet writer: %w", err)
-	}
-	e.pq = pw
-	return nil
-}
-
-// parquetProps are the writer settings of one file; sample, the file's first record (nil for
-// an empty file), decides which columns are dictionary encoded.
-func parquetProps(sample arrow.RecordBatch) *parquet.WriterProperties {
-	opts := []parquet.WriterProperty{
-		parquet.WithCompression(compress.Codecs.Zstd),
-		// zstd's fastest level: on log rows it compresses as well as the default level (the
-		// pages are already dictionary or plain runs of similar values) at a third less CPU,
-		// and every zstd reader reads it.
-		parquet.WithCompressionLevel(1),
-		parquet.WithMaxRowGroupLength(MaxRowGroupRows),
-		// The internal columns (SPEC 6) are unique per row, so a dictionary never pays off
-		// and building one until it overflows costs most of the encode time.
-		parquet.WithDictionaryFor("_hyp_ingest_seq", false),
-		parquet.WithDictionaryFor("_hyp_ingested_at", false),
-	}
-	if sample != nil {
-		for i, f := range sample.Schema().Fields() {
-			if mostlyDistinct(sample.Column(i)) {
-				opts = append(opts, parquet.WithDictionaryFor(f.Name, false))
-			}
-		}
-	}
-	return parquet.NewWriterProperties(opts...)
+	return e.pq.Close()
 }
 
 // sameShape compares column names and types only: records read back from the cache carry

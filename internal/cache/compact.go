@@ -312,7 +312,7 @@ func (g *generation) carry(ctx context.Context, snap, cur *generation, link func
 // removed later without touching them), runs of small files are rewritten into one file
 // each, in seq order.
 func (g *generation) fill(ctx context.Context, old *generation, settledRows int64, link func(oldname, newname string) error) (*table.Transaction, error) {
-	sc, err := table.SchemaToArrowSchema(g.tbl.Schema(), nil, true, false)
+	w, err := g.fileWriter(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -350,8 +350,8 @@ func (g *generation) fill(ctx context.Context, old *generation, settledRows int6
 		if err := flushLinked(); err != nil {
 			return nil, err
 		}
-		rdr := newScanReader(ctx, group, old, sc)
-		err := tx.Append(ctx, rdr, nil)
+		rdr := newScanReader(ctx, group, old, w.sc)
+		err := w.append(ctx, tx, rdr)
 		rdr.Release()
 		if err == nil {
 			err = rdr.Err()
@@ -380,7 +380,7 @@ func (g *generation) rows() int64 {
 }
 
 // scanReader streams a generation's rows in seq order as an array.RecordReader, which is
-// what Iceberg's append consumes; a goroutine runs the scan and hands batches over.
+// what the file writer consumes; a goroutine runs the scan and hands batches over.
 type scanReader struct {
 	schema *arrow.Schema
 	ch     chan arrow.RecordBatch
@@ -406,7 +406,8 @@ func newScanReader(ctx context.Context, files []FileInfo, old *generation, sc *a
 		var st ScanStats
 		for _, f := range files {
 			err := scanFile(ctx, f.Path, plain, ids, 0, 1<<62, &st, func(rec arrow.RecordBatch) error {
-				// Re-badge the batch with the field-id schema the writer expects.
+				// A batch of its own (scanFile releases rec once fn returns), in the new
+				// generation's schema.
 				out := array.NewRecordBatch(sc, rec.Columns(), rec.NumRows())
 				select {
 				case r.ch <- out:

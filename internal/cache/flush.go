@@ -197,8 +197,8 @@ func (r *flushRound) abort() {
 
 func (r *flushRound) err() error { return errors.Join(r.errs...) }
 
-// stream is one partition's append in progress: a transaction whose data file iceberg-go
-// writes, in its own goroutine, from the records pushed into ch. Its owner holds the
+// stream is one partition's append in progress: a transaction whose data file the cache's
+// writer (datafile.go) writes, in its own goroutine, from the records pushed into ch. Its owner holds the
 // partition's rewrite lock from open to finish or abort, so nothing but this append changes
 // the table meanwhile and the transaction's base stays current; the partition lock is taken
 // only to open and to commit, so readers never wait for the rows being encoded.
@@ -226,14 +226,14 @@ func (c *Cache) openStream(ctx context.Context, p *Partition, b *batch) (*stream
 }
 
 func startStream(ctx context.Context, p *Partition, g *generation) (*stream, error) {
-	sc, err := table.SchemaToArrowSchema(g.tbl.Schema(), nil, true, false)
+	w, err := g.fileWriter(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("table %v: %w", g.ident, err)
 	}
-	s := &stream{p: p, gen: g, tx: g.tbl.NewTransaction(), sc: sc, ch: make(chan arrow.RecordBatch, 1), done: make(chan error, 1), maxSeq: g.maxSeq}
-	rdr := &chanReader{sc: sc, ch: s.ch}
+	s := &stream{p: p, gen: g, tx: g.tbl.NewTransaction(), sc: w.sc, ch: make(chan arrow.RecordBatch, 1), done: make(chan error, 1), maxSeq: g.maxSeq}
+	rdr := &chanReader{sc: w.sc, ch: s.ch}
 	rdr.refs.Store(1)
-	go func() { s.done <- s.tx.Append(ctx, rdr, nil) }()
+	go func() { s.done <- w.append(ctx, s.tx, rdr) }()
 	return s, nil
 }
 

@@ -8,31 +8,50 @@ import (
 )
 
 // BenchmarkFlush measures the flush alone: log records of 1,000 rows shaped like the load
-// generator's NDJSON (bench/peers: ~290 bytes, a 150-byte body, a unique id) into one
-// partition's table. b.N is rows.
+// generator's NDJSON (bench/peers: ~290 bytes, a 150-byte body, an id) into one partition's
+// table. Bodies and ids repeat from one request to the next, so every column of a file keeps
+// its dictionary. b.N is rows.
 func BenchmarkFlush(b *testing.B) {
-	const perRequest = 1000
+	req := flushBenchRequest(0, "bench")
+	benchmarkFlush(b, func(int) []byte { return req })
+}
+
+// BenchmarkUniqueFlush is BenchmarkFlush with a body and an id unique to every row, as
+// trace ids and timestamps as text are in fleet logs: those columns are written plain.
+func BenchmarkUniqueFlush(b *testing.B) {
+	benchmarkFlush(b, func(n int) []byte { return flushBenchRequest(n*flushBenchRows, "u") })
+}
+
+const flushBenchRows = 1000
+
+func flushBenchRequest(from int, idPrefix string) []byte {
 	var sb strings.Builder
 	body := strings.Repeat("x", 150)
-	for i := range perRequest {
-		fmt.Fprintf(&sb, `{"time_unix_nano":1764547200000000000,"severity_number":9,"severity_text":"INFO","service_name":"loadgen","body":"%s %08d","id":"bench-%012d"}`+"\n", body, i, i)
+	for i := from; i < from+flushBenchRows; i++ {
+		fmt.Fprintf(&sb, `{"time_unix_nano":1764547200000000000,"severity_number":9,"severity_text":"INFO","service_name":"loadgen","body":"%s %08d","id":"%s-%012d"}`+"\n", body, i, idPrefix, i)
 	}
-	req := []byte(sb.String())
+	return []byte(sb.String())
+}
+
+// benchmarkFlush ingests request(n) for n = 0, 1, ... and flushes every 200 requests,
+// timing the flushes only. It reports the data files' bytes per row.
+func benchmarkFlush(b *testing.B, request func(n int) []byte) {
 	ctx := context.Background()
 	c, err := Open(ctx, b.TempDir(), Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer c.Close(ctx)
-	b.SetBytes(int64(len(req)) / perRequest)
+	b.SetBytes(int64(len(request(0))) / flushBenchRows)
 	b.ResetTimer()
-	for done := 0; done < b.N; {
+	for done, n := 0, 0; done < b.N; {
 		b.StopTimer()
-		for n := 0; n < 200 && done < b.N; n++ {
-			if _, err := c.Ingest("logs", "loadgen", req); err != nil {
+		for k := 0; k < 200 && done < b.N; k++ {
+			if _, err := c.Ingest("logs", "loadgen", request(n)); err != nil {
 				b.Fatal(err)
 			}
-			done += perRequest
+			n++
+			done += flushBenchRows
 		}
 		b.StartTimer()
 		if err := c.Flush(ctx); err != nil {
@@ -40,4 +59,9 @@ func BenchmarkFlush(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/row")
+	var bytes, rows int64
+	for _, f := range c.tables.lookup("logs", "source=loadgen").gen.files {
+		bytes, rows = bytes+f.Bytes, rows+f.Rows
+	}
+	b.ReportMetric(float64(bytes)/float64(rows), "file-B/row")
 }

@@ -8,8 +8,8 @@ import (
 )
 
 // A user field keeps its own name (its logical name) everywhere a reader sees it, but the
-// name a partition table stores (its physical name, which iceberg-go also writes into the
-// Parquet files) is an escaped form of it. iceberg-go rewrites any name that is not a valid
+// name a partition table stores (its physical name, which its Parquet files store too) is
+// an escaped form of it. iceberg-go rewrites any name that is not a valid
 // Avro name when it writes Parquet (`service.name` becomes `service_x2Ename`) and fails the
 // whole write when two names rewrite to the same one (`a.b` beside a literal `a_x2Eb`), so
 // storing raw field names would let one row wedge every flush. The escape is injective,

@@ -42,10 +42,15 @@ const (
 	propPrunedAt      = "hyp.pruned-through-ingested-at"
 	// rowGroupRows bounds a row group so that per-row-group seq statistics prune finely.
 	rowGroupRows = 65536
+	// targetFileBytes: a data file being written is closed, and the next one started, once
+	// it holds this much.
+	targetFileBytes = 256 << 20
 )
 
-// tableProps are set on every generation: data files get small row groups for pruning,
-// deletes rewrite files (copy-on-write) so no reader ever has to apply delete files, and
+// tableProps are set on every generation: data files get small row groups for pruning (the
+// cache writes its files itself, datafile.go; these settings are for the file iceberg-go
+// rewrites when retention cuts through one), deletes rewrite files (copy-on-write) so no
+// reader ever has to apply delete files, and
 // old metadata files are trimmed; with snapshots expired at every commit (generation.commit)
 // a table's metadata stays the same size however many commits it takes. Iceberg's
 // per-table manifest-list cache is off: the cache reads a manifest list once per commit,
@@ -59,7 +64,7 @@ var tableProps = iceberg.Properties{
 	table.ManifestMinMergeCountKey:            "16",
 	table.ReadManifestListCacheEnabledKey:     "false",
 	"write.parquet.compression-level":         "1",
-	table.WriteTargetFileSizeBytesKey:         strconv.Itoa(256 << 20),
+	table.WriteTargetFileSizeBytesKey:         strconv.Itoa(targetFileBytes),
 }
 
 // FileInfo is what the cache keeps in memory about one live data file: enough to plan an
@@ -331,15 +336,20 @@ func localPath(p string) string {
 	return p
 }
 
-// append commits rec as new data files together with the new max seq, in one commit.
+// append commits rec, which has the table's Arrow schema, as a new data file together with
+// the new max seq, in one commit.
 func (g *generation) append(ctx context.Context, rec arrow.RecordBatch, maxSeq int64) error {
+	w, err := g.fileWriter(ctx)
+	if err != nil {
+		return fmt.Errorf("table %v: %w", g.ident, err)
+	}
 	rdr, err := array.NewRecordReader(rec.Schema(), []arrow.RecordBatch{rec})
 	if err != nil {
 		return err
 	}
 	defer rdr.Release()
 	tx := g.tbl.NewTransaction()
-	if err := tx.Append(ctx, rdr, nil); err != nil {
+	if err := w.append(ctx, tx, rdr); err != nil {
 		return fmt.Errorf("table %v: append: %w", g.ident, err)
 	}
 	return g.commitAppend(ctx, tx, maxSeq)

@@ -1,4 +1,4 @@
-package blob
+package parquetw
 
 import (
 	"context"
@@ -19,16 +19,17 @@ import (
 // maxColumnWorkers bounds how many cores one file's encoding takes.
 const maxColumnWorkers = 4
 
-// parquetWriter writes records of scalar columns (all a cache holds) as Parquet row groups
-// of MaxRowGroupRows, encoding the columns of each batch on parallel goroutines. pqarrow's
+// columnsWriter writes records of scalar columns (all a cache holds) as Parquet row groups
+// of rowGroupRows, encoding the columns of each batch on parallel goroutines. pqarrow's
 // own writer encodes them one after another, and the encoding, not the cache scan, is what
 // bounds an export. The columns of a buffered row group have separate writers, pagers and
 // buffers, so they can be filled at once; only closing a row group writes to the file, and
 // that stays in column order.
-type parquetWriter struct {
+type columnsWriter struct {
 	fw       *file.Writer
 	rgw      file.BufferedRowGroupWriter
 	rgRows   int64
+	rgMax    int64
 	nullable []bool
 	workers  []columnWorker
 }
@@ -40,7 +41,7 @@ type columnWorker struct {
 	defs []int16
 }
 
-func newParquetWriter(w io.Writer, out *arrow.Schema, props *parquet.WriterProperties, arrowProps pqarrow.ArrowWriterProperties) (*parquetWriter, error) {
+func newColumnsWriter(w io.Writer, out *arrow.Schema, props *parquet.WriterProperties, arrowProps pqarrow.ArrowWriterProperties) (*columnsWriter, error) {
 	for _, f := range out.Fields() {
 		if _, ok := f.Type.(arrow.NestedType); ok {
 			return nil, fmt.Errorf("column %s is %s: only scalar columns are written", f.Name, f.Type)
@@ -54,7 +55,7 @@ func newParquetWriter(w io.Writer, out *arrow.Schema, props *parquet.WriterPrope
 	if err != nil {
 		return nil, err
 	}
-	p := &parquetWriter{fw: fw, nullable: make([]bool, out.NumFields())}
+	p := &columnsWriter{fw: fw, rgMax: props.MaxRowGroupLength(), nullable: make([]bool, out.NumFields())}
 	for i, f := range out.Fields() {
 		p.nullable[i] = f.Nullable
 	}
@@ -67,7 +68,7 @@ func newParquetWriter(w io.Writer, out *arrow.Schema, props *parquet.WriterPrope
 
 // write adds rec's rows, filling the open row group before starting the next, so a unit
 // read in many small batches still gets full row groups.
-func (p *parquetWriter) write(rec arrow.RecordBatch) error {
+func (p *columnsWriter) write(rec arrow.RecordBatch) error {
 	for off := int64(0); off < rec.NumRows(); {
 		if p.rgw == nil {
 			rgw, err := p.fw.AppendBufferedRowGroupChecked()
@@ -76,13 +77,13 @@ func (p *parquetWriter) write(rec arrow.RecordBatch) error {
 			}
 			p.rgw, p.rgRows = rgw, 0
 		}
-		n := min(rec.NumRows()-off, MaxRowGroupRows-p.rgRows)
+		n := min(rec.NumRows()-off, p.rgMax-p.rgRows)
 		if err := p.writeColumns(rec, off, n); err != nil {
 			return err
 		}
 		p.rgRows += n
 		off += n
-		if p.rgRows == MaxRowGroupRows {
+		if p.rgRows == p.rgMax {
 			if err := p.closeRowGroup(); err != nil {
 				return err
 			}
@@ -92,7 +93,7 @@ func (p *parquetWriter) write(rec arrow.RecordBatch) error {
 }
 
 // writeColumns writes rows [off, off+n) of every column; the workers take columns in turn.
-func (p *parquetWriter) writeColumns(rec arrow.RecordBatch, off, n int64) error {
+func (p *columnsWriter) writeColumns(rec arrow.RecordBatch, off, n int64) error {
 	errs := make([]error, rec.NumCols())
 	var next atomic.Int64
 	work := func(w *columnWorker) {
@@ -109,7 +110,7 @@ func (p *parquetWriter) writeColumns(rec arrow.RecordBatch, off, n int64) error 
 	return errors.Join(errs...)
 }
 
-func (p *parquetWriter) writeColumn(w *columnWorker, i int, col arrow.Array, off, n int64) error {
+func (p *columnsWriter) writeColumn(w *columnWorker, i int, col arrow.Array, off, n int64) error {
 	cw, err := p.rgw.Column(i)
 	if err != nil {
 		return err
@@ -138,14 +139,14 @@ func (p *parquetWriter) writeColumn(w *columnWorker, i int, col arrow.Array, off
 	return nil
 }
 
-func (p *parquetWriter) closeRowGroup() error {
+func (p *columnsWriter) closeRowGroup() error {
 	err := p.rgw.Close()
 	p.rgw = nil
 	return err
 }
 
 // close finishes the open row group and writes the footer.
-func (p *parquetWriter) close() error {
+func (p *columnsWriter) close() error {
 	if p.rgw != nil {
 		if err := p.closeRowGroup(); err != nil {
 			return err

@@ -1,0 +1,184 @@
+package cache
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/iceberg-go"
+	icebergio "github.com/apache/iceberg-go/io"
+	"github.com/apache/iceberg-go/table"
+	"github.com/google/uuid"
+
+	"github.com/hyp-project/hyp/internal/fsutil"
+	"github.com/hyp-project/hyp/internal/parquetw"
+)
+
+// The cache writes its data files itself, with parquetw (the blob export's writer), and
+// adds them to a transaction as iceberg-go's AddFiles would: iceberg-go's own writer
+// (tx.Append) cost about a third of an ingesting daemon's CPU. A file is written, synced and
+// named in its synced directory before the transaction that adds it can commit, so a
+// committed table never names a file a crash can take back. A file the write gave up on
+// before its footer is removed; a complete one that no commit names is left for recovery
+// (recover.go), as iceberg-go's were.
+
+// fileWriter writes one generation's new data files. It is made under the partition lock
+// and copies what it needs of the table then, so it can run without it.
+type fileWriter struct {
+	dir    string        // the generation's data directory
+	target int64         // bytes after which a file is closed and the next started
+	sc     *arrow.Schema // the table's Arrow schema, with its field ids
+	schema *iceberg.Schema
+	spec   iceberg.PartitionSpec
+	props  iceberg.Properties
+	fio    icebergio.IO
+}
+
+func (g *generation) fileWriter(ctx context.Context) (*fileWriter, error) {
+	sc, err := table.SchemaToArrowSchema(g.tbl.Schema(), nil, true, false)
+	if err != nil {
+		return nil, err
+	}
+	fio, err := g.tbl.FS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &fileWriter{dir: filepath.Join(g.dir, "data"), target: targetFileBytes, sc: sc, schema: g.tbl.Schema(), spec: g.tbl.Spec(), props: g.tbl.Properties(), fio: fio}, nil
+}
+
+// append writes rdr's records, which have w.sc's columns, into new data files and adds them
+// to tx, whose table w was made from. Every file is new, so the duplicate check (a read of
+// every manifest) is skipped; files carry their field ids, so no name mapping is needed.
+func (w *fileWriter) append(ctx context.Context, tx *table.Transaction, rdr array.RecordReader) error {
+	paths, err := w.write(rdr)
+	if err != nil {
+		return err
+	}
+	if len(paths) == 0 {
+		return nil
+	}
+	dfs := make([]iceberg.DataFile, len(paths))
+	for i, p := range paths {
+		// The DataFile's counts and bounds come from the footer just written.
+		if dfs[i], err = table.FileToDataFile(ctx, w.fio, fileURI(p), w.schema, w.spec, 0, w.props); err != nil {
+			return fmt.Errorf("describe %s: %w", p, err)
+		}
+	}
+	return tx.AddDataFiles(ctx, dfs, nil, table.WithoutAutoNameMapping(), table.WithoutDuplicateCheck())
+}
+
+// write encodes rdr into files of about w.target bytes at most and returns their paths,
+// each synced and named in the synced directory.
+func (w *fileWriter) write(rdr array.RecordReader) ([]string, error) {
+	if err := fsutil.MkdirAllSync(w.dir); err != nil {
+		return nil, err
+	}
+	var done []string
+	var cur *dataFile
+	for rdr.Next() {
+		if cur == nil {
+			var err error
+			if cur, err = w.create(); err != nil {
+				return nil, err
+			}
+		}
+		if err := cur.pw.Write(rdr.RecordBatch()); err != nil {
+			cur.discard()
+			return nil, fmt.Errorf("write %s: %w", cur.path, err)
+		}
+		if cur.cw.n >= w.target {
+			if err := cur.finish(); err != nil {
+				return nil, err
+			}
+			done, cur = append(done, cur.path), nil
+		}
+	}
+	if err := rdr.Err(); err != nil {
+		if cur != nil {
+			cur.discard()
+		}
+		return nil, err
+	}
+	if cur != nil {
+		if err := cur.finish(); err != nil {
+			return nil, err
+		}
+		done = append(done, cur.path)
+	}
+	if len(done) > 0 {
+		if err := fsutil.SyncDir(w.dir); err != nil {
+			return nil, err
+		}
+	}
+	return done, nil
+}
+
+// dataFile is a data file being written.
+type dataFile struct {
+	path string
+	f    *os.File
+	bw   *bufio.Writer
+	cw   *countingWriter
+	pw   *parquetw.Writer
+}
+
+// create starts a file under a name of iceberg-go's form ({partition}-{task}-{uuid}-{count}),
+// never one that exists.
+func (w *fileWriter) create() (*dataFile, error) {
+	path := filepath.Join(w.dir, fmt.Sprintf("00000-0-%s-00000.parquet", uuid.New()))
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	// Page headers are small writes; the buffer is small because up to flushLimits.streams
+	// files are open at once.
+	d := &dataFile{path: path, f: f, bw: bufio.NewWriterSize(f, 64<<10)}
+	d.cw = &countingWriter{w: d.bw}
+	d.pw = parquetw.NewWriter(d.cw, w.sc, parquetw.Options{
+		RowGroupRows: rowGroupRows,
+		// Unique per row, so a dictionary never pays off.
+		Plain: []string{SeqColumn, IngestedAtColumn},
+	})
+	return d, nil
+}
+
+// finish writes the footer and syncs the file; on failure the file is removed.
+func (d *dataFile) finish() error {
+	err := d.pw.Close()
+	if err == nil {
+		err = d.bw.Flush()
+	}
+	if err == nil {
+		err = d.f.Sync()
+	}
+	if cerr := d.f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return errors.Join(fmt.Errorf("write %s: %w", d.path, err), os.Remove(d.path))
+	}
+	return nil
+}
+
+// discard removes a file the write gave up on: it has no footer, and nothing names it.
+func (d *dataFile) discard() {
+	_ = d.f.Close()
+	_ = os.Remove(d.path)
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
