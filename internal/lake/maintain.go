@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/apache/iceberg-go"
 	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 	"github.com/apache/iceberg-go/table/compaction"
@@ -269,7 +270,7 @@ func (l *Lake) compact(ctx context.Context, dataset string, tbl *table.Table, ta
 				return false, err
 			}
 		}
-		rw := tx.NewRewrite(nil)
+		rw := tx.NewRewrite(carriedMarkers(cur.CurrentSnapshot()))
 		for _, gr := range results {
 			rw.ApplyResult(gr)
 		}
@@ -280,6 +281,23 @@ func (l *Lake) compact(ctx context.Context, dataset string, tbl *table.Table, ta
 	}
 	live, lerr := liveTasks(ctx, next)
 	return next, len(live), errors.Join(err, lerr)
+}
+
+// carriedMarkers are the hyp markers of the head a compaction replaces, carried forward to
+// the replace snapshot: a reader of the current snapshot still sees which gateway's commit
+// it holds last, and a commit id found after a base is still one that landed.
+// (iceberg-go's manifest rewrite takes no summary properties, so its snapshots carry none.)
+func carriedMarkers(head *table.Snapshot) iceberg.Properties {
+	if head == nil || head.Summary == nil {
+		return nil
+	}
+	out := iceberg.Properties{}
+	for _, k := range []string{PropGateway, PropCommitID, PropUnits} {
+		if v, ok := head.Summary.Properties[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // stillLive checks that every file the compaction replaces is live in cur.

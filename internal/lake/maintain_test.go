@@ -125,6 +125,8 @@ func TestMaintain(t *testing.T) {
 			rows := rowsOf(t, l)
 			files, _ := liveFiles(t, l)
 			onDisk := filesOnDisk(t, o.Warehouse)
+			lastTbl, _ := l.load(ctx, "logs")
+			lastCommit := lastTbl.CurrentSnapshot().Summary.Properties[PropCommitID]
 
 			dry := tc.opts
 			dry.DryRun = true
@@ -156,6 +158,14 @@ func TestMaintain(t *testing.T) {
 			}
 			if tc.fewerFiles != (len(after) < len(files)) {
 				t.Errorf("%d files before, %d after (compact %v)", len(files), len(after), tc.opts.Compact)
+			}
+			if tc.opts.Compact {
+				// The compaction's replace snapshot carries the markers of the head it replaced.
+				tbl, _ := l.load(ctx, "logs")
+				head := tbl.CurrentSnapshot()
+				if head.Summary.Operation != table.OpReplace || head.Summary.Properties[PropCommitID] != lastCommit || head.Summary.Properties[PropGateway] != "gw-a" {
+					t.Errorf("compaction snapshot %s %v, want a replace carrying commit %s", head.Summary.Operation, head.Summary.Properties, lastCommit)
+				}
 			}
 			dryRep[0].SnapshotsAfter = r.SnapshotsAfter // the dry run cannot see the compaction's own snapshot
 			if dryRep[0] != r {
