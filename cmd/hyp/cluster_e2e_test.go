@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -256,9 +255,7 @@ func clusterSeconds(t *testing.T) time.Duration {
 // committer. It logs how long the cluster went without a committer after each kill of one.
 func TestClusterSixGatewaysThroughKills(t *testing.T) {
 	t.Parallel()
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, seed))
+	rng := seededRand(t)
 	pg := pgtest.Start(t)
 	m := miniotest.Start(t)
 	m.CreateBucket(t, "lake")

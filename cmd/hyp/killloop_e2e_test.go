@@ -23,9 +23,7 @@ func TestKillNineAtRandomInstants(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("HYP_KILL_LOOPS")); err == nil && v > 0 {
 		loops = v
 	}
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, seed))
+	rng := seededRand(t)
 
 	srvHome, srvAddr, tokens := newServerHome(t)
 	startHypServer(t, srvHome, srvAddr, tokens)
@@ -127,4 +125,13 @@ func runHypQuiet(home string, args ...string) {
 	cmd := exec.Command(hypBin, append(args, "--home", home)...)
 	cmd.Env = baseEnv()
 	_ = cmd.Run()
+}
+
+// seededRand is a random source for a test's kill instants, its seed logged so a failure
+// can be replayed.
+func seededRand(t *testing.T) *rand.Rand {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	return rand.New(rand.NewPCG(seed, seed))
 }

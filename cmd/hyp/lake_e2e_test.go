@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"slices"
 	"strings"
@@ -95,9 +94,7 @@ func runLakeUntil(t *testing.T, home string, caughtUp bool) {
 // snapshot of N rows.
 func TestLakeTwoGatewaysOneTable(t *testing.T) {
 	t.Parallel()
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, seed))
+	rng := seededRand(t)
 
 	pg := pgtest.Start(t)
 	m := miniotest.Start(t)

@@ -109,22 +109,8 @@ func TestDataFiles(t *testing.T) {
 // row group, in seq order, disjoint, every row once.
 func TestDataFilesRoll(t *testing.T) {
 	ctx := context.Background()
-	c := openTest(t, t.TempDir())
-	defer c.Close(ctx)
 	const rows = 3*rowGroupRows + 10
-	for from := 0; from < rows; from += 10000 {
-		if _, err := c.Ingest("logs", "a", body(from, min(10000, rows-from), "")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := c.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	p := c.tables.lookup("logs", "source=a")
-	w, err := p.gen.fileWriter(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, w := flushedWriter(t, rows)
 	w.target = 1
 	w.dir = t.TempDir()
 	rdr := newScanReader(ctx, p.gen.files, p.gen, w.sc)
@@ -154,20 +140,7 @@ func TestDataFilesRoll(t *testing.T) {
 
 // TestDataFileWriteFails: a write that fails leaves no file behind.
 func TestDataFileWriteFails(t *testing.T) {
-	ctx := context.Background()
-	c := openTest(t, t.TempDir())
-	defer c.Close(ctx)
-	if _, err := c.Ingest("logs", "a", body(0, 10, "")); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	p := c.tables.lookup("logs", "source=a")
-	w, err := p.gen.fileWriter(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, w := flushedWriter(t, 10)
 	w.dir = t.TempDir()
 	// A record whose columns are not the table's.
 	other := arrow.NewSchema([]arrow.Field{{Name: "x", Type: arrow.BinaryTypes.String}}, nil)
@@ -210,4 +183,27 @@ func manifestEntries(t *testing.T, g *generation) []iceberg.DataFile {
 		}
 	}
 	return out
+}
+
+// flushedWriter flushes rows rows into partition source=a of a new cache and returns the
+// partition and a data-file writer of its generation.
+func flushedWriter(t *testing.T, rows int) (*Partition, *fileWriter) {
+	t.Helper()
+	ctx := context.Background()
+	c := openTest(t, t.TempDir())
+	t.Cleanup(func() { c.Close(ctx) })
+	for from := 0; from < rows; from += 10000 {
+		if _, err := c.Ingest("logs", "a", body(from, min(10000, rows-from), "")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := c.tables.lookup("logs", "source=a")
+	w, err := p.gen.fileWriter(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, w
 }

@@ -11,14 +11,7 @@ import (
 )
 
 func TestShowDefaults(t *testing.T) {
-	s, err := Show(Default(home))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := s.YAML()
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := showYAML(t, Default(home))
 	for _, want := range []string{
 		"ingest:\n  listen: 127.0.0.1:18521\n  max_body_bytes: 16777216\n",
 		"  flush_interval: 2s\n", "    default: 90d\n", "    hold_for_sinks: true\n", "    interval: 10m\n",
@@ -38,14 +31,7 @@ func TestShowDefaults(t *testing.T) {
 func TestShowLeavesOutOtherTypesKeys(t *testing.T) {
 	c := parseCase(t, "sinks:\n  central: {type: forward, url: http://c:1, token_file: /t}\n  arch: {type: blob, format: jsonl, destination: {type: local-fs, path: /x}}\n"+
 		"server:\n  cluster:\n    postgres: postgres://db/hyp\n    lake: {catalog: {type: sql, uri: \"postgres://db/hyp\"}, warehouse: /w}\n", nil)
-	s, err := Show(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := s.YAML()
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := showYAML(t, c)
 	shown := requireFixpoint(t, out)
 	var doc struct {
 		Sinks map[string]map[string]any `yaml:"sinks"`
@@ -82,14 +68,7 @@ func requireFixpoint(t *testing.T, out []byte) *Config {
 	if err != nil {
 		t.Fatalf("show output does not load: %v\n%s", err, out)
 	}
-	s, err := Show(back)
-	if err != nil {
-		t.Fatal(err)
-	}
-	again, err := s.YAML()
-	if err != nil {
-		t.Fatal(err)
-	}
+	again := showYAML(t, back)
 	if string(again) != string(out) {
 		t.Errorf("show output, loaded and shown again, changes:\n%s\nto\n%s", out, again)
 	}
@@ -126,11 +105,8 @@ server:
 		t.Fatal(err)
 	}
 	c.File = "/secret/place/hyp.yaml"
+	out := showYAML(t, c)
 	s, err := Show(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := s.YAML()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,4 +191,18 @@ func TestDurationText(t *testing.T) {
 			t.Errorf("ParseDuration(%q) = %v, %v, want %v", got, back, err, d)
 		}
 	}
+}
+
+// showYAML is c as `hyp config show` prints it.
+func showYAML(t *testing.T, c *Config) []byte {
+	t.Helper()
+	s, err := Show(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
