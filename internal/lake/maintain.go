@@ -283,10 +283,16 @@ func (l *Lake) compact(ctx context.Context, dataset string, tbl *table.Table, ta
 	return next, len(live), errors.Join(err, lerr)
 }
 
-// carriedMarkers are the hyp markers of the head a compaction replaces, carried forward to
-// the replace snapshot: a reader of the current snapshot still sees which gateway's commit
-// it holds last, and a commit id found after a base is still one that landed.
-// (iceberg-go's manifest rewrite takes no summary properties, so its snapshots carry none.)
+// PropCarried prefixes the hyp markers of the head a compaction replaced, carried forward to
+// its replace snapshot (hyp.carried.gateway, hyp.carried.commit-id, hyp.carried.units), so a
+// reader of the current snapshot still sees which gateway's commit it holds last. They are
+// not PropGateway, PropCommitID and PropUnits themselves: recovery takes a commit id found in
+// a snapshot after its base for a commit that landed there, and a compaction after a rewound
+// intent was decided would carry the rewound commit's id past its new base.
+const PropCarried = "hyp.carried."
+
+// carriedMarkers are head's markers under PropCarried (iceberg-go's manifest rewrite takes no
+// summary properties, so its snapshots carry none).
 func carriedMarkers(head *table.Snapshot) iceberg.Properties {
 	if head == nil || head.Summary == nil {
 		return nil
@@ -294,7 +300,9 @@ func carriedMarkers(head *table.Snapshot) iceberg.Properties {
 	out := iceberg.Properties{}
 	for _, k := range []string{PropGateway, PropCommitID, PropUnits} {
 		if v, ok := head.Summary.Properties[k]; ok {
-			out[k] = v
+			out[PropCarried+strings.TrimPrefix(k, "hyp.")] = v
+		} else if v, ok := head.Summary.Properties[PropCarried+strings.TrimPrefix(k, "hyp.")]; ok {
+			out[PropCarried+strings.TrimPrefix(k, "hyp.")] = v // a compaction of a compaction
 		}
 	}
 	return out

@@ -163,8 +163,9 @@ func TestMaintain(t *testing.T) {
 				// The compaction's replace snapshot carries the markers of the head it replaced.
 				tbl, _ := l.load(ctx, "logs")
 				head := tbl.CurrentSnapshot()
-				if head.Summary.Operation != table.OpReplace || head.Summary.Properties[PropCommitID] != lastCommit || head.Summary.Properties[PropGateway] != "gw-a" {
-					t.Errorf("compaction snapshot %s %v, want a replace carrying commit %s", head.Summary.Operation, head.Summary.Properties, lastCommit)
+				props := head.Summary.Properties
+				if head.Summary.Operation != table.OpReplace || props[PropCarried+"commit-id"] != lastCommit || props[PropCarried+"gateway"] != "gw-a" || props[PropCommitID] != "" {
+					t.Errorf("compaction snapshot %s %v, want a replace carrying commit %s under %s only", head.Summary.Operation, props, lastCommit, PropCarried)
 				}
 			}
 			dryRep[0].SnapshotsAfter = r.SnapshotsAfter // the dry run cannot see the compaction's own snapshot
@@ -339,4 +340,28 @@ func TestRecoveryAfterExpiry(t *testing.T) {
 		t.Errorf("%d rows, want %d", len(rows), 4+4+3*2)
 	}
 	checkNoDuplicates(t, rows)
+}
+
+// TestCompactionAfterARewoundIntent: a commit decided again after a rewind (same id, the
+// old commit's snapshot as its base) and not yet made must not be taken for landed because
+// a compaction carried the head's markers past that base.
+func TestCompactionAfterARewoundIntent(t *testing.T) {
+	ctx := context.Background()
+	l, _ := openLake(t, "sql", "day", "gw-a")
+	commitMany(t, l, "source=web", 1, 3, 4)
+	again := commitOf("gw-a", batch(t, "source=web", 1, 12, arrow.PrimitiveTypes.Int64)) // the rewound re-export
+	if _, err := l.Commit(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	base, _ := l.Head(ctx, "logs")
+	again.Base = base // decided once more, on the head holding its first landing; not made
+	if _, err := l.Maintain(ctx, MaintainOptions{Compact: true, RetainLast: 100, ExpireOlderThan: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if head, _ := l.Head(ctx, "logs"); head == base {
+		t.Fatalf("no compaction snapshot after the base")
+	}
+	if ok, err := l.Committed(ctx, "logs", again.ID, again.Base); err != nil || ok {
+		t.Fatalf("Committed(the rewound intent) after a compaction = %v, %v; want false", ok, err)
+	}
 }
