@@ -28,20 +28,15 @@ func NewClusterHandler(c Cluster, o Options) (http.Handler, error) {
 
 type clusterKeeper struct{ c Cluster }
 
-// keep hands the cluster each row's user fields as an object of its own; the cluster holds
-// the per-key lock and the ledger.
+// keep hands the cluster each row's user fields as a JSON object of its own; the cluster
+// holds the per-key lock and the ledger.
 func (k clusterKeeper) keep(ctx context.Context, dataset string, fw forward, ch *chunk) (int, error) {
 	cc := cluster.Chunk{Gateway: fw.gateway, Dataset: dataset, Source: fw.source,
 		Rows: make([][]byte, len(ch.seqs)), Seqs: ch.seqs, IngestedAt: make([]int64, len(ch.seqs))}
-	// One buffer for every row: each is the row's text up to its user fields, closed.
-	buf := make([]byte, 0, len(ch.out))
 	now := time.Now().UnixMicro()
 	start := 0
 	for i, end := range ch.ends {
-		from := len(buf)
-		buf = append(buf, ch.out[start:ch.users[i]]...)
-		buf = append(buf, '}')
-		cc.Rows[i] = buf[from:len(buf):len(buf)]
+		cc.Rows[i] = cache.RowJSON(ch.rows[start:ch.users[i]])
 		start = end
 		if cc.IngestedAt[i] = ch.ats[i]; cc.IngestedAt[i] == 0 {
 			cc.IngestedAt[i] = now // a sender that gave no ingest time: the replica's

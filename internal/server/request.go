@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net/http"
@@ -119,45 +118,45 @@ func parseSeqRange(v string) (int64, int64, error) {
 	return first, last, nil
 }
 
-// chunk is a validated body, already rewritten for the server's cache.
+// chunk is a validated body, already in the form the server's cache keeps.
 type chunk struct {
 	seqs []int64 // each row's sender seq, strictly ascending
-	out  []byte  // the rewritten rows, one per line
-	ends []int   // ends[i] is the end of row i (after its newline) in out
-	// users[i] is where row i's user fields end in out (before the comma or the origin seq
-	// that follows them), for cluster mode, which stages user fields only.
+	// rows holds the rows one after another in the cache's row form (cache.AppendField),
+	// each its user fields then `_hyp_origin_seq`, so the cache stores them without parsing
+	// their JSON again.
+	rows []byte
+	ends []int // ends[i] is the end of row i in rows
+	// users[i] is where row i's user fields end in rows (its origin seq follows), for
+	// cluster mode, which stages user fields only.
 	users []int
 	// ats[i] is row i's `_hyp_ingested_at` in Unix microseconds, 0 when it had none.
 	ats []int64
 }
 
-// without returns the rows whose held flag is false and how many they are. In the common
-// case of no duplicates it returns out itself.
-func (c *chunk) without(held []bool) ([]byte, int) {
-	dups := 0
-	for _, h := range held {
-		if h {
-			dups++
-		}
-	}
-	if dups == 0 {
-		return c.out, len(c.seqs)
-	}
-	var kept []byte
+// row is row i, its user fields and origin seq.
+func (c *chunk) row(i int) []byte {
 	start := 0
-	for i, end := range c.ends {
-		if !held[i] {
-			kept = append(kept, c.out[start:end]...)
-		}
-		start = end
+	if i > 0 {
+		start = c.ends[i-1]
 	}
-	return kept, len(c.seqs) - dups
+	return c.rows[start:c.ends[i]]
 }
 
-// parseRows validates a chunk's NDJSON body against its declared range and rewrites each row
-// for the server's cache: the sender's `_hyp_ingest_seq` and `_hyp_ingested_at` go (the
-// server's cache stamps its own), every other field is kept byte for byte, and
-// `"_hyp_origin_seq":<seq>` is appended. Each line must be a JSON object with a positive
+// without returns the rows whose held flag is false, in order; they alias c.rows.
+func (c *chunk) without(held []bool) [][]byte {
+	kept := make([][]byte, 0, len(c.seqs))
+	for i := range c.ends {
+		if !held[i] {
+			kept = append(kept, c.row(i))
+		}
+	}
+	return kept
+}
+
+// parseRows validates a chunk's NDJSON body against its declared range and turns each row
+// into the server cache's row form: the sender's `_hyp_ingest_seq` and `_hyp_ingested_at` go
+// (the server's cache stamps its own), every other field is kept with its value byte for
+// byte, and `_hyp_origin_seq` is appended. Each line must be a JSON object with a positive
 // integer `_hyp_ingest_seq`, strictly increasing from line to line, and an RFC 3339
 // `_hyp_ingested_at` when it has one; any other `_hyp_` field is refused, so a row can never
 // forge the origin seq the ledger trusts.
@@ -167,7 +166,9 @@ func (c *chunk) without(held []bool) ([]byte, int) {
 // would let one chunk claim seqs it never carried and turn a gateway's later rows into
 // "duplicates".
 func parseRows(body []byte, first, last int64) (*chunk, *httpbody.Error) {
-	c := &chunk{out: make([]byte, 0, len(body)+len(body)/4)}
+	// The row form is a little larger than the JSON (a length per field instead of quotes
+	// and separators), less the two fields that go.
+	c := &chunk{rows: make([]byte, 0, len(body)+len(body)/8+64)}
 	var sc jsonrow.Scanner
 	var scratch []byte // a decoded `_hyp_ingested_at`
 	prev := int64(0)
@@ -177,17 +178,8 @@ func parseRows(body []byte, first, last int64) (*chunk, *httpbody.Error) {
 			seq    int64
 			at     int64
 			hasSeq bool
-			kept   int
-			// cursor is where the next field's text starts: just past the '{' or the
-			// comma that ends the previous field. Only read once Object validated the line.
-			cursor = bytes.IndexByte(line, '{') + 1
 		)
-		c.out = append(c.out, '{')
 		err := sc.Object(line, func(f jsonrow.Field) error {
-			// Raw is a slice of line, so the capacities give its offset without a search.
-			valEnd := cap(line) - cap(f.Raw) + len(f.Raw)
-			field := line[cursor:valEnd]
-			cursor = pastComma(line, valEnd)
 			switch {
 			case string(f.Key) == cache.SeqColumn:
 				v, ok := jsonrow.NumberIsInt(f.Raw)
@@ -216,11 +208,7 @@ func parseRows(body []byte, first, last int64) (*chunk, *httpbody.Error) {
 			case cache.Internal(string(f.Key)):
 				return rowError("reserved_field", "field %q uses the reserved prefix %s", f.Key, cache.InternalPrefix)
 			default:
-				if kept > 0 {
-					c.out = append(c.out, ',')
-				}
-				c.out = append(c.out, field...)
-				kept++
+				c.rows = cache.AppendField(c.rows, f)
 			}
 			return nil
 		})
@@ -239,16 +227,14 @@ func parseRows(body []byte, first, last int64) (*chunk, *httpbody.Error) {
 			return atLine(lineNo, rowError("bad_seq_range", "%s %d is above the declared range %d-%d", cache.SeqColumn, seq, first, last))
 		}
 		prev, lastLine = seq, lineNo
-		c.users = append(c.users, len(c.out))
+		c.users = append(c.users, len(c.rows))
 		c.ats = append(c.ats, at)
-		if kept > 0 {
-			c.out = append(c.out, ',')
-		}
-		c.out = append(c.out, `"`+originSeqColumn+`":`...)
-		c.out = strconv.AppendInt(c.out, seq, 10)
-		c.out = append(c.out, "}\n"...)
+		var f int
+		c.rows, f = cache.BeginField(c.rows, originSeqColumn)
+		c.rows = strconv.AppendInt(c.rows, seq, 10)
+		cache.EndField(c.rows, f)
 		c.seqs = append(c.seqs, seq)
-		c.ends = append(c.ends, len(c.out))
+		c.ends = append(c.ends, len(c.rows))
 		return nil
 	})
 	if err != nil {
@@ -265,18 +251,6 @@ func parseRows(body []byte, first, last int64) (*chunk, *httpbody.Error) {
 			Msg: fmt.Sprintf("%s declares %d-%d, but the last row's %s is %d", headerSeqRange, first, last, cache.SeqColumn, prev)}
 	}
 	return c, nil
-}
-
-// pastComma returns the offset just past the comma that follows a value ending at i, or the
-// offset of the closing '}' when the value was the last one.
-func pastComma(line []byte, i int) int {
-	for i < len(line) && (line[i] == ' ' || line[i] == '\t' || line[i] == '\n' || line[i] == '\r') {
-		i++
-	}
-	if i < len(line) && line[i] == ',' {
-		return i + 1
-	}
-	return i
 }
 
 // rowErr is a row that broke a rule; line is filled in once the row is known.

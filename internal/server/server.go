@@ -63,11 +63,12 @@ import (
 
 // Store is the server's own cache; *cache.Cache implements it.
 //
-// IngestPartition must be atomic and durable on return, and report bad input as
+// IngestPartitionRows must be atomic and durable on return, and report bad input as
 // *cache.InputError (nothing stored); any other error leaves it unknown whether the rows were
-// stored. Flush must make every row IngestPartition returned for visible to Scan and Status.
+// stored. Flush must make every row IngestPartitionRows returned for visible to Scan and
+// Status.
 type Store interface {
-	IngestPartition(dataset, partitionName string, body []byte) (cache.Result, error)
+	IngestPartitionRows(dataset, partitionName string, rows [][]byte) (cache.Result, error)
 	Flush(ctx context.Context) error
 	Status() []cache.PartitionStatus
 	Scan(ctx context.Context, dataset, partitionName string, since, until int64, fn func(arrow.RecordBatch) error) (cache.ScanStats, error)
@@ -261,10 +262,11 @@ func (k *localKeeper) keep(ctx context.Context, dataset string, fw forward, ch *
 	if err != nil {
 		return 0, err
 	}
-	fresh, accepted := ch.without(held)
+	fresh := ch.without(held)
+	accepted := len(fresh)
 	var checkpoint int64 // 0 leaves the ledger's checkpoint where it is
 	if accepted > 0 {
-		res, err := k.store.IngestPartition(dataset, name, fresh)
+		res, err := k.store.IngestPartitionRows(dataset, name, fresh)
 		var ie *cache.InputError
 		if errors.As(err, &ie) {
 			return 0, &httpbody.Error{Status: http.StatusBadRequest, Kind: ie.Kind, Line: ie.Line, Msg: ie.Msg}
