@@ -33,10 +33,14 @@ type clusterKeeper struct{ c Cluster }
 func (k clusterKeeper) keep(ctx context.Context, dataset string, fw forward, ch *chunk) (int, error) {
 	cc := cluster.Chunk{Gateway: fw.gateway, Dataset: dataset, Source: fw.source,
 		Rows: make([][]byte, len(ch.seqs)), Seqs: ch.seqs, IngestedAt: make([]int64, len(ch.seqs))}
+	// One buffer for every row; JSON is a little shorter than the row form.
+	buf := make([]byte, 0, len(ch.rows))
 	now := time.Now().UnixMicro()
 	start := 0
 	for i, end := range ch.ends {
-		cc.Rows[i] = cache.RowJSON(ch.rows[start:ch.users[i]])
+		from := len(buf)
+		buf = cache.AppendRowJSON(buf, ch.rows[start:ch.users[i]])
+		cc.Rows[i] = buf[from:len(buf):len(buf)]
 		start = end
 		if cc.IngestedAt[i] = ch.ats[i]; cc.IngestedAt[i] == 0 {
 			cc.IngestedAt[i] = now // a sender that gave no ingest time: the replica's
