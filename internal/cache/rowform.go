@@ -154,23 +154,3 @@ func RowJSON(row []byte) []byte {
 func AppendField(dst []byte, f jsonrow.Field) []byte {
 	return appendField(dst, f.Key, f.Kind, f.Raw)
 }
-
-// AppendRowJSON appends RowJSON(row) to dst, so a caller that turns many rows into JSON
-// (a cluster replica handing forwarded rows to an Encoder) fills one buffer instead of
-// allocating one per row.
-func AppendRowJSON(dst, row []byte) []byte {
-	start := len(dst)
-	dst = append(dst, '{')
-	err := rowFields(row, func(f jsonrow.Field) error {
-		if len(dst) > start+1 {
-			dst = append(dst, ',')
-		}
-		dst = append(rowjson.AppendString(dst, string(f.Key)), ':')
-		dst = append(dst, f.Raw...)
-		return nil
-	})
-	if err != nil {
-		return append(dst[:start], row...)
-	}
-	return append(dst, '}')
-}

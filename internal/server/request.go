@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/http"
@@ -118,46 +119,53 @@ func parseSeqRange(v string) (int64, int64, error) {
 	return first, last, nil
 }
 
-// chunk is a validated body, already in the form the server's cache keeps.
+// rowForm is what parseRows makes of each row, for the keeper that stores it.
+type rowForm uint8
+
+const (
+	// cacheRows is the server cache's row form (cache.AppendField): the user fields, then
+	// `_hyp_origin_seq`, so the cache stores them without parsing their JSON again.
+	cacheRows rowForm = iota
+	// userJSON is a JSON object of the user fields only, their text as sent, for cluster
+	// mode's cache.Encoder.
+	userJSON
+)
+
+// chunk is a validated body, already in the form its keeper stores.
 type chunk struct {
 	seqs []int64 // each row's sender seq, strictly ascending
-	// rows holds the rows one after another in the cache's row form (cache.AppendField),
-	// each its user fields then `_hyp_origin_seq`, so the cache stores them without parsing
-	// their JSON again.
-	rows []byte
-	ends []int // ends[i] is the end of row i in rows
-	// users[i] is where row i's user fields end in rows (its origin seq follows), for
-	// cluster mode, which stages user fields only.
-	users []int
+	rows []byte  // the rows one after another, in the form parseRows was asked for
+	ends []int   // ends[i] is the end of row i in rows
 	// ats[i] is row i's `_hyp_ingested_at` in Unix microseconds, 0 when it had none.
 	ats []int64
 }
 
-// row is row i, its user fields and origin seq.
+// row is row i.
 func (c *chunk) row(i int) []byte {
 	start := 0
 	if i > 0 {
 		start = c.ends[i-1]
 	}
-	return c.rows[start:c.ends[i]]
+	return c.rows[start:c.ends[i]:c.ends[i]]
 }
 
-// without returns the rows whose held flag is false, in order; they alias c.rows.
+// without returns the rows whose held flag is false, in order, every row for a nil held;
+// they alias c.rows.
 func (c *chunk) without(held []bool) [][]byte {
 	kept := make([][]byte, 0, len(c.seqs))
 	for i := range c.ends {
-		if !held[i] {
+		if held == nil || !held[i] {
 			kept = append(kept, c.row(i))
 		}
 	}
 	return kept
 }
 
-// parseRows validates a chunk's NDJSON body against its declared range and turns each row
-// into the server cache's row form: the sender's `_hyp_ingest_seq` and `_hyp_ingested_at` go
-// (the server's cache stamps its own), every other field is kept with its value byte for
-// byte, and `_hyp_origin_seq` is appended. Each line must be a JSON object with a positive
-// integer `_hyp_ingest_seq`, strictly increasing from line to line, and an RFC 3339
+// parseRows validates a chunk's NDJSON body against its declared range and rewrites each row
+// in form: the sender's `_hyp_ingest_seq` and `_hyp_ingested_at` go (the server's store
+// stamps its own), every other field is kept with its value byte for byte, and in the cache's
+// form `_hyp_origin_seq` is appended. Each line must be a JSON object with a positive integer
+// `_hyp_ingest_seq`, strictly increasing from line to line, and an RFC 3339
 // `_hyp_ingested_at` when it has one; any other `_hyp_` field is refused, so a row can never
 // forge the origin seq the ledger trusts.
 //
@@ -165,9 +173,9 @@ func (c *chunk) without(held []bool) [][]byte {
 // otherwise): the ledger records the range, so a range wider than the rows that prove it
 // would let one chunk claim seqs it never carried and turn a gateway's later rows into
 // "duplicates".
-func parseRows(body []byte, first, last int64) (*chunk, *httpbody.Error) {
-	// The row form is a little larger than the JSON (a length per field instead of quotes
-	// and separators), less the two fields that go.
+func parseRows(body []byte, first, last int64, form rowForm) (*chunk, *httpbody.Error) {
+	// Either form is about the size of the JSON: the row form spends a length per field
+	// instead of quotes and separators, and the two fields that go make room for it.
 	c := &chunk{rows: make([]byte, 0, len(body)+len(body)/8+64)}
 	var sc jsonrow.Scanner
 	var scratch []byte // a decoded `_hyp_ingested_at`
@@ -178,8 +186,24 @@ func parseRows(body []byte, first, last int64) (*chunk, *httpbody.Error) {
 			seq    int64
 			at     int64
 			hasSeq bool
+			kept   int
+			// cursor is where the next field's text starts, for userJSON: just past the
+			// '{' or the comma that ends the previous field. Only read once Object
+			// validated the line.
+			cursor int
 		)
+		if form == userJSON {
+			cursor = bytes.IndexByte(line, '{') + 1
+			c.rows = append(c.rows, '{')
+		}
 		err := sc.Object(line, func(f jsonrow.Field) error {
+			var field []byte // the field's text as sent, for userJSON
+			if form == userJSON {
+				// Raw is a slice of line, so the capacities give its offset without a search.
+				valEnd := cap(line) - cap(f.Raw) + len(f.Raw)
+				field = line[cursor:valEnd]
+				cursor = pastComma(line, valEnd)
+			}
 			switch {
 			case string(f.Key) == cache.SeqColumn:
 				v, ok := jsonrow.NumberIsInt(f.Raw)
@@ -207,8 +231,14 @@ func parseRows(body []byte, first, last int64) (*chunk, *httpbody.Error) {
 				return rowError("bad_field", "%s", cache.CheckFieldName(f.Key))
 			case cache.Internal(string(f.Key)):
 				return rowError("reserved_field", "field %q uses the reserved prefix %s", f.Key, cache.InternalPrefix)
-			default:
+			case form == cacheRows:
 				c.rows = cache.AppendField(c.rows, f)
+			default:
+				if kept > 0 {
+					c.rows = append(c.rows, ',')
+				}
+				c.rows = append(c.rows, field...)
+				kept++
 			}
 			return nil
 		})
@@ -227,12 +257,15 @@ func parseRows(body []byte, first, last int64) (*chunk, *httpbody.Error) {
 			return atLine(lineNo, rowError("bad_seq_range", "%s %d is above the declared range %d-%d", cache.SeqColumn, seq, first, last))
 		}
 		prev, lastLine = seq, lineNo
-		c.users = append(c.users, len(c.rows))
 		c.ats = append(c.ats, at)
-		var f int
-		c.rows, f = cache.BeginField(c.rows, originSeqColumn)
-		c.rows = strconv.AppendInt(c.rows, seq, 10)
-		cache.EndField(c.rows, f)
+		if form == cacheRows {
+			var f int
+			c.rows, f = cache.BeginField(c.rows, originSeqColumn)
+			c.rows = strconv.AppendInt(c.rows, seq, 10)
+			cache.EndField(c.rows, f)
+		} else {
+			c.rows = append(c.rows, '}')
+		}
 		c.seqs = append(c.seqs, seq)
 		c.ends = append(c.ends, len(c.rows))
 		return nil
@@ -251,6 +284,18 @@ func parseRows(body []byte, first, last int64) (*chunk, *httpbody.Error) {
 			Msg: fmt.Sprintf("%s declares %d-%d, but the last row's %s is %d", headerSeqRange, first, last, cache.SeqColumn, prev)}
 	}
 	return c, nil
+}
+
+// pastComma returns the offset just past the comma that follows a value ending at i, or the
+// offset of the closing '}' when the value was the last one.
+func pastComma(line []byte, i int) int {
+	for i < len(line) && (line[i] == ' ' || line[i] == '\t' || line[i] == '\n' || line[i] == '\r') {
+		i++
+	}
+	if i < len(line) && line[i] == ',' {
+		return i + 1
+	}
+	return i
 }
 
 // rowErr is a row that broke a rule; line is filled in once the row is known.

@@ -26,23 +26,34 @@ func TestParseRowsRewrites(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, rerr := parseRows([]byte(tc.in+"\n"), 5, 5)
+			// The cache's form keeps each field's value as sent; RowJSON writes it back as
+			// JSON.
+			c, rerr := parseRows([]byte(tc.in+"\n"), 5, 5, cacheRows)
 			if rerr != nil {
 				t.Fatalf("%s: %s", rerr.Kind, rerr.Msg)
 			}
-			// The row keeps each field's value as sent; RowJSON writes it back as JSON.
+			want := fields(t, []byte(tc.want))
 			if len(c.ends) != 1 {
 				t.Fatalf("%d rows", len(c.ends))
 			}
-			if got := fields(t, cache.RowJSON(c.row(0))); !slices.Equal(got, fields(t, []byte(tc.want))) {
+			if got := fields(t, cache.RowJSON(c.row(0))); !slices.Equal(got, want) {
 				t.Fatalf("got  %q\nwant %s", got, tc.want)
+			}
+			// Cluster mode gets the user fields' text as sent, without the origin seq.
+			c, rerr = parseRows([]byte(tc.in+"\n"), 5, 5, userJSON)
+			if rerr != nil {
+				t.Fatalf("%s: %s", rerr.Kind, rerr.Msg)
+			}
+			wantJSON := strings.Replace(strings.Replace(tc.want, `,"_hyp_origin_seq":5`, "", 1), `"_hyp_origin_seq":5`, "", 1)
+			if got := string(c.rows); got != wantJSON {
+				t.Fatalf("user JSON\ngot  %s\nwant %s", got, wantJSON)
 			}
 		})
 	}
 }
 
 func TestChunkWithout(t *testing.T) {
-	c, rerr := parseRows(rows(1, 2, 3, 4), 1, 4)
+	c, rerr := parseRows(rows(1, 2, 3, 4), 1, 4, cacheRows)
 	if rerr != nil {
 		t.Fatal(rerr.Msg)
 	}

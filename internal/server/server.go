@@ -95,6 +95,7 @@ type Options struct {
 
 type handler struct {
 	keeper  keeper
+	form    rowForm // the form keeper stores rows in
 	tokens  []token
 	maxBody int64
 	limit   *bucket // nil when there is no rate limit
@@ -108,10 +109,10 @@ func NewHandler(store Store, led *ledger.Ledger, o Options) (http.Handler, error
 	if store == nil || led == nil {
 		return nil, errors.New("server: nil store or ledger")
 	}
-	return newHandler(&localKeeper{store: store, led: led}, o)
+	return newHandler(&localKeeper{store: store, led: led}, cacheRows, o)
 }
 
-func newHandler(k keeper, o Options) (http.Handler, error) {
+func newHandler(k keeper, form rowForm, o Options) (http.Handler, error) {
 	if o.MaxBodyBytes <= 0 {
 		return nil, fmt.Errorf("server: MaxBodyBytes must be positive, got %d", o.MaxBodyBytes)
 	}
@@ -122,7 +123,7 @@ func newHandler(k keeper, o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	h := &handler{keeper: k, tokens: tokens, maxBody: o.MaxBodyBytes, log: o.Logger}
+	h := &handler{keeper: k, form: form, tokens: tokens, maxBody: o.MaxBodyBytes, log: o.Logger}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
@@ -197,7 +198,7 @@ func (h *handler) ingest(w http.ResponseWriter, r *http.Request, dataset string)
 	if ie := cache.CheckDataset(dataset); ie != nil {
 		return h.poison(w, "", fw, &httpbody.Error{Status: http.StatusBadRequest, Kind: ie.Kind, Msg: ie.Msg})
 	}
-	ch, rerr := parseRows(body, fw.first, fw.last)
+	ch, rerr := parseRows(body, fw.first, fw.last, h.form)
 	if rerr != nil {
 		return h.poison(w, dataset, fw, rerr)
 	}
