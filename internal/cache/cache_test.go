@@ -11,6 +11,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/hyp-project/hyp/internal/jsonrow"
 )
 
 func openTest(t *testing.T, dir string) *Cache {
@@ -127,24 +129,46 @@ func TestIngestFlushScan(t *testing.T) {
 
 func removeFile(dir, name string) error { return os.Remove(filepath.Join(dir, name)) }
 
+// rowOf is a JSON object in the row form, as a server that parsed it hands it over.
+func rowOf(t *testing.T, line string) []byte {
+	t.Helper()
+	var sc jsonrow.Scanner
+	var row []byte
+	if err := sc.Object([]byte(line), func(f jsonrow.Field) error {
+		row = AppendField(row, f)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return row
+}
+
 func TestIngestPartitionGatewayNames(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	c := openTest(t, dir)
 	const name = "gateway=g1/source=a/b"
-	r, err := c.IngestPartition("logs", name, []byte(`{"id":1,"_hyp_origin_seq":7}`+"\n"+`{"id":2,"_hyp_origin_seq":9}`))
+	r, err := c.IngestPartitionRows("logs", name, [][]byte{rowOf(t, `{"id":1,"_hyp_origin_seq":7}`), rowOf(t, `{"id":2,"_hyp_origin_seq":9}`)})
 	if err != nil || r.Accepted != 2 {
-		t.Fatalf("IngestPartition = %+v, %v", r, err)
+		t.Fatalf("IngestPartitionRows = %+v, %v", r, err)
 	}
-	for _, tc := range []struct{ part, body, kind string }{
-		{name, `{"_hyp_ingest_seq":1}`, "reserved_field"},
-		{name, `{"a":1}` + "\n" + `[1]`, "bad_json"},
-		{"gateway=bad id/source=x", `{"a":1}`, "bad_source"},
-		{"web", `{"a":1}`, "bad_source"},
+	for _, tc := range []struct {
+		part string
+		rows [][]byte
+		kind string
+		line int
+	}{
+		{name, [][]byte{rowOf(t, `{"_hyp_ingest_seq":1}`)}, "reserved_field", 1},
+		{name, [][]byte{rowOf(t, `{"a":1}`), rowOf(t, `{"_hyp_ingested_at":"2026-01-02T03:04:05Z"}`)}, "reserved_field", 2},
+		{name, [][]byte{rowOf(t, `{"a":1}`), rowOf(t, `{"b\u0001":1}`)}, "bad_field", 2},
+		{name, [][]byte{rowOf(t, `{"a":1}`), []byte{0x7f}}, "bad_json", 2},
+		{name, [][]byte{appendField(nil, []byte("a"), jsonrow.String, []byte("1"))}, "bad_json", 1},
+		{"gateway=bad id/source=x", [][]byte{rowOf(t, `{"a":1}`)}, "bad_source", 0},
+		{"web", [][]byte{rowOf(t, `{"a":1}`)}, "bad_source", 0},
 	} {
-		_, err := c.IngestPartition("logs", tc.part, []byte(tc.body))
-		if ie, ok := err.(*InputError); !ok || ie.Kind != tc.kind {
-			t.Errorf("IngestPartition(%q, %q) = %v, want %s", tc.part, tc.body, err, tc.kind)
+		_, err := c.IngestPartitionRows("logs", tc.part, tc.rows)
+		if ie, ok := err.(*InputError); !ok || ie.Kind != tc.kind || ie.Line != tc.line {
+			t.Errorf("IngestPartitionRows(%q, %q) = %v, want %s at line %d", tc.part, tc.rows, err, tc.kind, tc.line)
 		}
 	}
 	if err := c.Close(ctx); err != nil {

@@ -216,52 +216,57 @@ func (c *Cache) IngestRows(dataset string, rows []Row) (Result, error) {
 	return c.append(dataset, g.form, g.groups)
 }
 
-// IngestPartition makes trusted NDJSON durable in the partition named partitionName as one
-// atomic request. It is how a central server stores forwarded rows: the body may carry
-// `_hyp_origin_seq`, the sender's seq, but never the columns the cache stamps itself.
-func (c *Cache) IngestPartition(dataset, partitionName string, body []byte) (Result, error) {
+// IngestPartitionRows makes rows durable in the partition named partitionName as one
+// atomic request. It is how a central server stores forwarded rows, which it has parsed and
+// validated itself: each row is in the row form (AppendField, BeginField and EndField) of
+// values a jsonrow.Scanner accepted, and may carry `_hyp_origin_seq`, the sender's seq, but
+// never the columns the cache stamps itself. The values are not scanned again; the rows'
+// framing and field names are checked, and Line in an InputError is the row's 1-based index.
+func (c *Cache) IngestPartitionRows(dataset, partitionName string, rows [][]byte) (Result, error) {
 	if err := CheckDataset(dataset); err != nil {
 		return Result{}, err
 	}
 	if _, _, err := partition.Parse(partitionName); err != nil {
 		return Result{}, &InputError{Kind: "bad_source", Msg: err.Error()}
 	}
-	gb := &groupBuilder{name: partitionName, body: make([]byte, 0, len(body)+len(body)/8+64)}
-	var (
-		sc  jsonrow.Scanner
-		row []byte
-	)
-	err := jsonrow.Lines(body, func(lineNo int, line []byte) error {
-		row = row[:0]
-		err := sc.Object(line, func(f jsonrow.Field) error {
-			if k := string(f.Key); k == SeqColumn || k == IngestedAtColumn {
-				return &InputError{Kind: "reserved_field", Line: lineNo, Msg: fmt.Sprintf("field %q is stamped by the cache", k)}
-			}
-			if msg := CheckFieldName(f.Key); msg != "" {
-				return &InputError{Kind: "bad_field", Line: lineNo, Msg: msg}
-			}
-			row = appendField(row, f.Key, f.Kind, f.Raw)
-			return nil
-		})
-		if err != nil {
-			if ie, ok := err.(*InputError); ok {
-				return ie
-			}
-			return &InputError{Kind: "bad_json", Line: lineNo, Msg: err.Error()}
-		}
-		gb.add(formRows, row)
-		return nil
-	})
-	if err != nil {
-		if ie, ok := err.(*InputError); ok {
-			return Result{}, ie
-		}
-		return Result{}, &InputError{Kind: "bad_json", Msg: err.Error()}
-	}
-	if gb.rows == 0 {
+	if len(rows) == 0 {
 		return Result{}, nil
 	}
+	size := 0
+	for _, row := range rows {
+		size += 4 + len(row)
+	}
+	gb := &groupBuilder{name: partitionName, body: make([]byte, 0, size)}
+	for i, row := range rows {
+		if err := checkRow(row, i+1); err != nil {
+			return Result{}, err
+		}
+		gb.add(formRows, row)
+	}
 	return c.append(dataset, formRows, []*groupBuilder{gb})
+}
+
+// checkRow applies to a row-form row the rules ingest applies to a parsed line's fields.
+func checkRow(row []byte, line int) *InputError {
+	var ie *InputError
+	err := rowFields(row, func(f jsonrow.Field) error {
+		switch {
+		case string(f.Key) == SeqColumn || string(f.Key) == IngestedAtColumn:
+			ie = &InputError{Kind: "reserved_field", Line: line, Msg: fmt.Sprintf("field %q is stamped by the cache", f.Key)}
+		case CheckFieldName(f.Key) != "":
+			ie = &InputError{Kind: "bad_field", Line: line, Msg: CheckFieldName(f.Key)}
+		case jsonrow.KindOf(f.Raw[0]) != f.Kind:
+			// The flush decodes a value by its kind, so the two must agree.
+			ie = &InputError{Kind: "bad_json", Line: line, Msg: fmt.Sprintf("field %q: kind %s does not match its value", f.Key, f.Kind)}
+		default:
+			return nil
+		}
+		return ie
+	})
+	if err != nil && ie == nil {
+		return &InputError{Kind: "bad_json", Line: line, Msg: "row is not in the row form"}
+	}
+	return ie
 }
 
 // append assigns seqs and writes one log record under c.mu, so log order is seq order, then

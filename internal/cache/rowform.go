@@ -147,3 +147,10 @@ func RowJSON(row []byte) []byte {
 	}
 	return append(dst, '}')
 }
+
+// AppendField appends to dst, a row in the row form being built, a field a jsonrow.Scanner
+// reported, so a caller that validated a line itself keeps it without the cache parsing it
+// again (IngestPartitionRows).
+func AppendField(dst []byte, f jsonrow.Field) []byte {
+	return appendField(dst, f.Key, f.Kind, f.Raw)
+}

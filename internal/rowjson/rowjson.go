@@ -158,8 +158,10 @@ const hex = "0123456789abcdef"
 // ends; invalid UTF-8 becomes U+FFFD, as encoding/json does, because JSON text must be UTF-8.
 func AppendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
+	// Most values need no escaping, or not for a while: skip the plain words first, eight
+	// bytes a test, and let the byte loop carry on from there.
 	start := 0
-	for i := 0; i < len(s); {
+	for i := plainWords(s); i < len(s); {
 		if b := s[i]; b < utf8.RuneSelf {
 			if b >= 0x20 && b != '"' && b != '\\' {
 				i++
@@ -202,3 +204,30 @@ func AppendString(dst []byte, s string) []byte {
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
 }
+
+// SWAR constants: a byte's worth of 0x01 and of 0x80 in every byte of a word.
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// plainWords is the length of the longest prefix of s, in whole 8-byte words, that
+// AppendString copies as it is: printable ASCII other than the quote and the backslash.
+func plainWords(s string) int {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		// A byte's high bit is set in special when it is non-ASCII, below 0x20, or equal to
+		// '"' or '\\'; borrows can mark bytes after a real match, never without one.
+		special := w | (w - 0x20*ones) | hasZero(w^('"'*ones)) | hasZero(w^('\\'*ones))
+		if special&highs != 0 {
+			break
+		}
+	}
+	return i
+}
+
+// hasZero sets the high bit of (at least) the first zero byte of w, and of no byte when
+// there is none.
+func hasZero(w uint64) uint64 { return (w - ones) &^ w }

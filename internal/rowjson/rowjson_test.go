@@ -3,6 +3,7 @@ package rowjson
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -267,4 +268,50 @@ func BenchmarkAppendRow(b *testing.B) {
 		bytesOut += len(buf) - before
 	}
 	b.SetBytes(int64(bytesOut / max(b.N, 1)))
+}
+
+// TestPlainWords puts every byte value at every offset of plain text, so each lane of the
+// word-at-a-time test sees every kind of byte.
+func TestPlainWords(t *testing.T) {
+	plain := func(b byte) bool { return b >= 0x20 && b < 0x80 && b != '"' && b != '\\' }
+	for n := 0; n <= 26; n++ {
+		for at := 0; at < n; at++ {
+			for c := 0; c < 256; c++ {
+				s := []byte(strings.Repeat("a", n))
+				s[at] = byte(c)
+				want := n / 8 * 8
+				if !plain(byte(c)) {
+					want = min(want, at/8*8)
+				}
+				if got := plainWords(string(s)); got != want {
+					t.Fatalf("plainWords(%q) = %d, want %d", s, got, want)
+				}
+			}
+		}
+	}
+	// A special byte after another one: the first still decides.
+	if got := plainWords("abcdefgh\x00\x01\"\\xyzabcdefgh"); got != 8 {
+		t.Fatalf("got %d", got)
+	}
+}
+
+func BenchmarkAppendString(b *testing.B) {
+	for _, s := range []string{"INFO", "GET /api/v1/items?id=42 returned 200 in 3ms", `a "quoted" \ value`, "café 中文"} {
+		b.Run(fmt.Sprintf("%d", len(s)), func(b *testing.B) {
+			buf := make([]byte, 0, 256)
+			b.SetBytes(int64(len(s)))
+			for b.Loop() {
+				buf = AppendString(buf[:0], s)
+			}
+		})
+	}
+}
+
+func BenchmarkAppendTimestamp(b *testing.B) {
+	buf := make([]byte, 0, 64)
+	v := int64(1796031000000000)
+	for b.Loop() {
+		v += 137
+		buf = appendTimestamp(buf[:0], v, 1e6)
+	}
 }

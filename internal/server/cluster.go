@@ -23,27 +23,19 @@ func NewClusterHandler(c Cluster, o Options) (http.Handler, error) {
 	if c == nil {
 		return nil, errors.New("server: nil cluster")
 	}
-	return newHandler(clusterKeeper{c: c}, o)
+	return newHandler(clusterKeeper{c: c}, userJSON, o)
 }
 
 type clusterKeeper struct{ c Cluster }
 
-// keep hands the cluster each row's user fields as an object of its own; the cluster holds
-// the per-key lock and the ledger.
+// keep hands the cluster each row's user fields as a JSON object of its own (parseRows
+// wrote them so); the cluster holds the per-key lock and the ledger.
 func (k clusterKeeper) keep(ctx context.Context, dataset string, fw forward, ch *chunk) (int, error) {
 	cc := cluster.Chunk{Gateway: fw.gateway, Dataset: dataset, Source: fw.source,
-		Rows: make([][]byte, len(ch.seqs)), Seqs: ch.seqs, IngestedAt: make([]int64, len(ch.seqs))}
-	// One buffer for every row: each is the row's text up to its user fields, closed.
-	buf := make([]byte, 0, len(ch.out))
+		Rows: ch.without(nil), Seqs: ch.seqs, IngestedAt: make([]int64, len(ch.seqs))}
 	now := time.Now().UnixMicro()
-	start := 0
-	for i, end := range ch.ends {
-		from := len(buf)
-		buf = append(buf, ch.out[start:ch.users[i]]...)
-		buf = append(buf, '}')
-		cc.Rows[i] = buf[from:len(buf):len(buf)]
-		start = end
-		if cc.IngestedAt[i] = ch.ats[i]; cc.IngestedAt[i] == 0 {
+	for i, at := range ch.ats {
+		if cc.IngestedAt[i] = at; at == 0 {
 			cc.IngestedAt[i] = now // a sender that gave no ingest time: the replica's
 		}
 	}

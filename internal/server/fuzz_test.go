@@ -74,10 +74,12 @@ func fields(t *testing.T, line []byte) []field {
 	return out
 }
 
-// FuzzParseRows feeds arbitrary bodies and ranges to the body parser. An accepted body must
-// come out as valid JSON objects that hold exactly the sender's fields, minus the two it
-// stamps, plus the origin seq, with positive increasing seqs that run exactly from first to
-// last (the span the ledger records) and an RFC 3339 ingest time wherever one was sent.
+// FuzzParseRows feeds arbitrary bodies and ranges to the body parser, in both its forms,
+// which must accept and refuse alike. An accepted body must come out as valid JSON objects
+// holding exactly the sender's fields, minus the two it stamps (cluster mode's form), and as
+// rows that read back (cache.RowJSON) as those fields plus the origin seq (the cache's form),
+// with positive increasing seqs that run exactly from first to last (the span the ledger
+// records) and an RFC 3339 ingest time wherever one was sent.
 func FuzzParseRows(f *testing.F) {
 	f.Add(rows(1, 2, 3), int64(1), int64(3))
 	f.Add([]byte(`{ "a" : "x,y" , "_hyp_ingest_seq" : 7 , "b":{"c":[1,{"d":2}]}}`+"\r\n\n"), int64(0), int64(9))
@@ -95,7 +97,11 @@ func FuzzParseRows(f *testing.F) {
 		if first < 0 || last < first {
 			return // parseForward never lets such a range through
 		}
-		c, rerr := parseRows(body, first, last)
+		c, rerr := parseRows(body, first, last, cacheRows)
+		cj, rerrJSON := parseRows(body, first, last, userJSON)
+		if (rerr == nil) != (rerrJSON == nil) || (rerr != nil && *rerr != *rerrJSON) {
+			t.Fatalf("the two forms disagree: %v and %v", rerr, rerrJSON)
+		}
 		if rerr != nil {
 			// Only a chunk with no row at all has no line to name.
 			if rerr.Status != http.StatusBadRequest || rerr.Kind == "" || (rerr.Line < 1 && rerr.Kind != "bad_seq_range") {
@@ -106,22 +112,15 @@ func FuzzParseRows(f *testing.F) {
 		if n := len(c.seqs); n == 0 || c.seqs[0] != first || c.seqs[n-1] != last {
 			t.Fatalf("range %d-%d accepted for seqs %v", first, last, c.seqs)
 		}
+		if !slices.Equal(c.seqs, cj.seqs) || !slices.Equal(c.ats, cj.ats) {
+			t.Fatalf("the two forms disagree on seqs %v / %v or ingest times %v / %v", c.seqs, cj.seqs, c.ats, cj.ats)
+		}
 		var in [][]byte
 		_ = jsonrow.Lines(body, func(_ int, line []byte) error { in = append(in, line); return nil })
-		if len(c.seqs) != len(in) || len(c.ends) != len(in) {
-			t.Fatalf("%d lines in, %d seqs and %d rows out", len(in), len(c.seqs), len(c.ends))
+		if len(c.seqs) != len(in) || len(c.ends) != len(in) || len(cj.ends) != len(in) {
+			t.Fatalf("%d lines in, %d seqs and %d, %d rows out", len(in), len(c.seqs), len(c.ends), len(cj.ends))
 		}
-		start := 0
-		for i, end := range c.ends {
-			out := c.out[start:end]
-			start = end
-			if !bytes.HasSuffix(out, []byte("\n")) || bytes.Count(out, []byte("\n")) != 1 {
-				t.Fatalf("row %d is not one line: %q", i, out)
-			}
-			out = out[:len(out)-1]
-			if !json.Valid(out) {
-				t.Fatalf("row %d is not valid JSON: %s", i, out)
-			}
+		for i := range in {
 			s := c.seqs[i]
 			if s < 1 || (i > 0 && s <= c.seqs[i-1]) {
 				t.Fatalf("row %d has seq %d (range %d-%d, previous %v)", i, s, first, last, c.seqs[:i])
@@ -142,13 +141,26 @@ func FuzzParseRows(f *testing.F) {
 					want = append(want, f)
 				}
 			}
+			// Cluster mode: the user fields, as a JSON object on one line.
+			user := cj.row(i)
+			if bytes.Contains(user, []byte("\n")) || !json.Valid(user) {
+				t.Fatalf("row %d is not one line of valid JSON: %q", i, user)
+			}
+			if got := fields(t, user); !slices.Equal(got, want) {
+				t.Fatalf("row %d: user fields of %q became %q", i, in[i], user)
+			}
+			// The cache's form: the same fields and the origin seq.
+			out := cache.RowJSON(c.row(i))
+			if bytes.Contains(out, []byte("\n")) || !json.Valid(out) {
+				t.Fatalf("row %d does not read back as one line of valid JSON: %q", i, out)
+			}
 			want = append(want, field{originSeqColumn, strconv.FormatInt(s, 10)})
 			if got := fields(t, out); !slices.Equal(got, want) {
 				t.Fatalf("row %d: %q became %q", i, in[i], out)
 			}
 		}
-		if start != len(c.out) {
-			t.Fatalf("%d bytes after the last row", len(c.out)-start)
+		if c.ends[len(in)-1] != len(c.rows) || cj.ends[len(in)-1] != len(cj.rows) {
+			t.Fatalf("bytes after the last row")
 		}
 	})
 }

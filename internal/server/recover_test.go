@@ -38,12 +38,12 @@ func TestRecoverAfterCrashBetweenAppendAndRecord(t *testing.T) {
 
 	// The crash: rows 6..10 reach the cache exactly as the handler writes them, but the
 	// ledger Record never happens.
-	ch, rerr := parseRows(rows(seqRange(6, 10)...), 6, 10)
+	ch, rerr := parseRows(rows(seqRange(6, 10)...), 6, 10, cacheRows)
 	if rerr != nil {
 		t.Fatal(rerr.Msg)
 	}
 	name := partition.GatewayName(testGateway, testSource)
-	res, err := e.cache.IngestPartition("logs", name, ch.out)
+	res, err := e.cache.IngestPartitionRows("logs", name, ch.without(nil))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -119,46 +119,53 @@ func parseSeqRange(v string) (int64, int64, error) {
 	return first, last, nil
 }
 
-// chunk is a validated body, already rewritten for the server's cache.
+// rowForm is what parseRows makes of each row, for the keeper that stores it.
+type rowForm uint8
+
+const (
+	// cacheRows is the server cache's row form (cache.AppendField): the user fields, then
+	// `_hyp_origin_seq`, so the cache stores them without parsing their JSON again.
+	cacheRows rowForm = iota
+	// userJSON is a JSON object of the user fields only, their text as sent, for cluster
+	// mode's cache.Encoder.
+	userJSON
+)
+
+// chunk is a validated body, already in the form its keeper stores.
 type chunk struct {
 	seqs []int64 // each row's sender seq, strictly ascending
-	out  []byte  // the rewritten rows, one per line
-	ends []int   // ends[i] is the end of row i (after its newline) in out
-	// users[i] is where row i's user fields end in out (before the comma or the origin seq
-	// that follows them), for cluster mode, which stages user fields only.
-	users []int
+	rows []byte  // the rows one after another, in the form parseRows was asked for
+	ends []int   // ends[i] is the end of row i in rows
 	// ats[i] is row i's `_hyp_ingested_at` in Unix microseconds, 0 when it had none.
 	ats []int64
 }
 
-// without returns the rows whose held flag is false and how many they are. In the common
-// case of no duplicates it returns out itself.
-func (c *chunk) without(held []bool) ([]byte, int) {
-	dups := 0
-	for _, h := range held {
-		if h {
-			dups++
-		}
-	}
-	if dups == 0 {
-		return c.out, len(c.seqs)
-	}
-	var kept []byte
+// row is row i.
+func (c *chunk) row(i int) []byte {
 	start := 0
-	for i, end := range c.ends {
-		if !held[i] {
-			kept = append(kept, c.out[start:end]...)
-		}
-		start = end
+	if i > 0 {
+		start = c.ends[i-1]
 	}
-	return kept, len(c.seqs) - dups
+	return c.rows[start:c.ends[i]:c.ends[i]]
+}
+
+// without returns the rows whose held flag is false, in order, every row for a nil held;
+// they alias c.rows.
+func (c *chunk) without(held []bool) [][]byte {
+	kept := make([][]byte, 0, len(c.seqs))
+	for i := range c.ends {
+		if held == nil || !held[i] {
+			kept = append(kept, c.row(i))
+		}
+	}
+	return kept
 }
 
 // parseRows validates a chunk's NDJSON body against its declared range and rewrites each row
-// for the server's cache: the sender's `_hyp_ingest_seq` and `_hyp_ingested_at` go (the
-// server's cache stamps its own), every other field is kept byte for byte, and
-// `"_hyp_origin_seq":<seq>` is appended. Each line must be a JSON object with a positive
-// integer `_hyp_ingest_seq`, strictly increasing from line to line, and an RFC 3339
+// in form: the sender's `_hyp_ingest_seq` and `_hyp_ingested_at` go (the server's store
+// stamps its own), every other field is kept with its value byte for byte, and in the cache's
+// form `_hyp_origin_seq` is appended. Each line must be a JSON object with a positive integer
+// `_hyp_ingest_seq`, strictly increasing from line to line, and an RFC 3339
 // `_hyp_ingested_at` when it has one; any other `_hyp_` field is refused, so a row can never
 // forge the origin seq the ledger trusts.
 //
@@ -166,8 +173,10 @@ func (c *chunk) without(held []bool) ([]byte, int) {
 // otherwise): the ledger records the range, so a range wider than the rows that prove it
 // would let one chunk claim seqs it never carried and turn a gateway's later rows into
 // "duplicates".
-func parseRows(body []byte, first, last int64) (*chunk, *httpbody.Error) {
-	c := &chunk{out: make([]byte, 0, len(body)+len(body)/4)}
+func parseRows(body []byte, first, last int64, form rowForm) (*chunk, *httpbody.Error) {
+	// Either form is about the size of the JSON: the row form spends a length per field
+	// instead of quotes and separators, and the two fields that go make room for it.
+	c := &chunk{rows: make([]byte, 0, len(body)+len(body)/8+64)}
 	var sc jsonrow.Scanner
 	var scratch []byte // a decoded `_hyp_ingested_at`
 	prev := int64(0)
@@ -178,16 +187,23 @@ func parseRows(body []byte, first, last int64) (*chunk, *httpbody.Error) {
 			at     int64
 			hasSeq bool
 			kept   int
-			// cursor is where the next field's text starts: just past the '{' or the
-			// comma that ends the previous field. Only read once Object validated the line.
-			cursor = bytes.IndexByte(line, '{') + 1
+			// cursor is where the next field's text starts, for userJSON: just past the
+			// '{' or the comma that ends the previous field. Only read once Object
+			// validated the line.
+			cursor int
 		)
-		c.out = append(c.out, '{')
+		if form == userJSON {
+			cursor = bytes.IndexByte(line, '{') + 1
+			c.rows = append(c.rows, '{')
+		}
 		err := sc.Object(line, func(f jsonrow.Field) error {
-			// Raw is a slice of line, so the capacities give its offset without a search.
-			valEnd := cap(line) - cap(f.Raw) + len(f.Raw)
-			field := line[cursor:valEnd]
-			cursor = pastComma(line, valEnd)
+			var field []byte // the field's text as sent, for userJSON
+			if form == userJSON {
+				// Raw is a slice of line, so the capacities give its offset without a search.
+				valEnd := cap(line) - cap(f.Raw) + len(f.Raw)
+				field = line[cursor:valEnd]
+				cursor = pastComma(line, valEnd)
+			}
 			switch {
 			case string(f.Key) == cache.SeqColumn:
 				v, ok := jsonrow.NumberIsInt(f.Raw)
@@ -215,11 +231,13 @@ func parseRows(body []byte, first, last int64) (*chunk, *httpbody.Error) {
 				return rowError("bad_field", "%s", cache.CheckFieldName(f.Key))
 			case cache.Internal(string(f.Key)):
 				return rowError("reserved_field", "field %q uses the reserved prefix %s", f.Key, cache.InternalPrefix)
+			case form == cacheRows:
+				c.rows = cache.AppendField(c.rows, f)
 			default:
 				if kept > 0 {
-					c.out = append(c.out, ',')
+					c.rows = append(c.rows, ',')
 				}
-				c.out = append(c.out, field...)
+				c.rows = append(c.rows, field...)
 				kept++
 			}
 			return nil
@@ -239,16 +257,17 @@ func parseRows(body []byte, first, last int64) (*chunk, *httpbody.Error) {
 			return atLine(lineNo, rowError("bad_seq_range", "%s %d is above the declared range %d-%d", cache.SeqColumn, seq, first, last))
 		}
 		prev, lastLine = seq, lineNo
-		c.users = append(c.users, len(c.out))
 		c.ats = append(c.ats, at)
-		if kept > 0 {
-			c.out = append(c.out, ',')
+		if form == cacheRows {
+			var f int
+			c.rows, f = cache.BeginField(c.rows, originSeqColumn)
+			c.rows = strconv.AppendInt(c.rows, seq, 10)
+			cache.EndField(c.rows, f)
+		} else {
+			c.rows = append(c.rows, '}')
 		}
-		c.out = append(c.out, `"`+originSeqColumn+`":`...)
-		c.out = strconv.AppendInt(c.out, seq, 10)
-		c.out = append(c.out, "}\n"...)
 		c.seqs = append(c.seqs, seq)
-		c.ends = append(c.ends, len(c.out))
+		c.ends = append(c.ends, len(c.rows))
 		return nil
 	})
 	if err != nil {

@@ -2,8 +2,11 @@ package server
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/hyp-project/hyp/internal/cache"
 )
 
 func TestParseRowsRewrites(t *testing.T) {
@@ -23,19 +26,34 @@ func TestParseRowsRewrites(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, rerr := parseRows([]byte(tc.in+"\n"), 5, 5)
+			// The cache's form keeps each field's value as sent; RowJSON writes it back as
+			// JSON.
+			c, rerr := parseRows([]byte(tc.in+"\n"), 5, 5, cacheRows)
 			if rerr != nil {
 				t.Fatalf("%s: %s", rerr.Kind, rerr.Msg)
 			}
-			if got := string(c.out); got != tc.want+"\n" {
-				t.Fatalf("got  %s\nwant %s", got, tc.want)
+			want := fields(t, []byte(tc.want))
+			if len(c.ends) != 1 {
+				t.Fatalf("%d rows", len(c.ends))
+			}
+			if got := fields(t, cache.RowJSON(c.row(0))); !slices.Equal(got, want) {
+				t.Fatalf("got  %q\nwant %s", got, tc.want)
+			}
+			// Cluster mode gets the user fields' text as sent, without the origin seq.
+			c, rerr = parseRows([]byte(tc.in+"\n"), 5, 5, userJSON)
+			if rerr != nil {
+				t.Fatalf("%s: %s", rerr.Kind, rerr.Msg)
+			}
+			wantJSON := strings.Replace(strings.Replace(tc.want, `,"_hyp_origin_seq":5`, "", 1), `"_hyp_origin_seq":5`, "", 1)
+			if got := string(c.rows); got != wantJSON {
+				t.Fatalf("user JSON\ngot  %s\nwant %s", got, wantJSON)
 			}
 		})
 	}
 }
 
 func TestChunkWithout(t *testing.T) {
-	c, rerr := parseRows(rows(1, 2, 3, 4), 1, 4)
+	c, rerr := parseRows(rows(1, 2, 3, 4), 1, 4, cacheRows)
 	if rerr != nil {
 		t.Fatal(rerr.Msg)
 	}
@@ -50,9 +68,11 @@ func TestChunkWithout(t *testing.T) {
 		{[]bool{true, true, true, true}, "", 0},
 	}
 	for _, tc := range tests {
-		body, n := c.without(tc.held)
+		kept := c.without(tc.held)
+		n := len(kept)
 		var seqs strings.Builder
-		for _, line := range strings.Split(strings.TrimSuffix(string(body), "\n"), "\n") {
+		for _, row := range kept {
+			line := string(cache.RowJSON(row))
 			if i := strings.Index(line, `"_hyp_origin_seq":`); i >= 0 {
 				seqs.WriteString(strings.TrimSuffix(line[i+len(`"_hyp_origin_seq":`):], "}"))
 			}

@@ -63,11 +63,12 @@ import (
 
 // Store is the server's own cache; *cache.Cache implements it.
 //
-// IngestPartition must be atomic and durable on return, and report bad input as
+// IngestPartitionRows must be atomic and durable on return, and report bad input as
 // *cache.InputError (nothing stored); any other error leaves it unknown whether the rows were
-// stored. Flush must make every row IngestPartition returned for visible to Scan and Status.
+// stored. Flush must make every row IngestPartitionRows returned for visible to Scan and
+// Status.
 type Store interface {
-	IngestPartition(dataset, partitionName string, body []byte) (cache.Result, error)
+	IngestPartitionRows(dataset, partitionName string, rows [][]byte) (cache.Result, error)
 	Flush(ctx context.Context) error
 	Status() []cache.PartitionStatus
 	Scan(ctx context.Context, dataset, partitionName string, since, until int64, fn func(arrow.RecordBatch) error) (cache.ScanStats, error)
@@ -94,6 +95,7 @@ type Options struct {
 
 type handler struct {
 	keeper  keeper
+	form    rowForm // the form keeper stores rows in
 	tokens  []token
 	maxBody int64
 	limit   *bucket // nil when there is no rate limit
@@ -107,10 +109,10 @@ func NewHandler(store Store, led *ledger.Ledger, o Options) (http.Handler, error
 	if store == nil || led == nil {
 		return nil, errors.New("server: nil store or ledger")
 	}
-	return newHandler(&localKeeper{store: store, led: led}, o)
+	return newHandler(&localKeeper{store: store, led: led}, cacheRows, o)
 }
 
-func newHandler(k keeper, o Options) (http.Handler, error) {
+func newHandler(k keeper, form rowForm, o Options) (http.Handler, error) {
 	if o.MaxBodyBytes <= 0 {
 		return nil, fmt.Errorf("server: MaxBodyBytes must be positive, got %d", o.MaxBodyBytes)
 	}
@@ -121,7 +123,7 @@ func newHandler(k keeper, o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	h := &handler{keeper: k, tokens: tokens, maxBody: o.MaxBodyBytes, log: o.Logger}
+	h := &handler{keeper: k, form: form, tokens: tokens, maxBody: o.MaxBodyBytes, log: o.Logger}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
@@ -196,7 +198,7 @@ func (h *handler) ingest(w http.ResponseWriter, r *http.Request, dataset string)
 	if ie := cache.CheckDataset(dataset); ie != nil {
 		return h.poison(w, "", fw, &httpbody.Error{Status: http.StatusBadRequest, Kind: ie.Kind, Msg: ie.Msg})
 	}
-	ch, rerr := parseRows(body, fw.first, fw.last)
+	ch, rerr := parseRows(body, fw.first, fw.last, h.form)
 	if rerr != nil {
 		return h.poison(w, dataset, fw, rerr)
 	}
@@ -261,10 +263,11 @@ func (k *localKeeper) keep(ctx context.Context, dataset string, fw forward, ch *
 	if err != nil {
 		return 0, err
 	}
-	fresh, accepted := ch.without(held)
+	fresh := ch.without(held)
+	accepted := len(fresh)
 	var checkpoint int64 // 0 leaves the ledger's checkpoint where it is
 	if accepted > 0 {
-		res, err := k.store.IngestPartition(dataset, name, fresh)
+		res, err := k.store.IngestPartitionRows(dataset, name, fresh)
 		var ie *cache.InputError
 		if errors.As(err, &ie) {
 			return 0, &httpbody.Error{Status: http.StatusBadRequest, Kind: ie.Kind, Line: ie.Line, Msg: ie.Msg}

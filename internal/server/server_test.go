@@ -766,8 +766,8 @@ type failingStore struct {
 	fails int
 }
 
-func (s *failingStore) IngestPartition(dataset, name string, body []byte) (cache.Result, error) {
-	res, err := s.Store.IngestPartition(dataset, name, body)
+func (s *failingStore) IngestPartitionRows(dataset, name string, rows [][]byte) (cache.Result, error) {
+	res, err := s.Store.IngestPartitionRows(dataset, name, rows)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err == nil && s.fails > 0 {
