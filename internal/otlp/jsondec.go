@@ -189,7 +189,7 @@ func (d *jsonDecoder) elem(first *bool) bool {
 // with escapes is an error, as it is for pdata's ids and bytes.
 func (d *jsonDecoder) rawString(unescape bool) []byte {
 	start := d.i + 1
-	for j := start; j < len(d.b); j++ {
+	for j := start + plainPrefix(d.b[start:], 0); j < len(d.b); j++ {
 		switch c := d.b[j]; {
 		case c == '"':
 			d.i = j + 1

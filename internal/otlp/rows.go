@@ -21,11 +21,18 @@ type rowWriter struct {
 	rows   []Row
 }
 
-// write renders the rows of the request in a.
-func (a *arena) write(sig Signal, sizeHint int) []Row {
+// write renders the rows of the request in a into b, whose lines take about
+// sizeHint bytes.
+func (a *arena) write(b *Batch, sig Signal, sizeHint int) {
 	n := a.records(sig)
-	rw := rowWriter{a: a, offs: a.offs[:0], rows: make([]Row, 0, n)}
-	rw.w = jsonWriter{b: make([]byte, 0, sizeHint), fields: true}
+	rw := rowWriter{a: a, offs: a.offs[:0], rows: b.Rows[:0]}
+	if cap(rw.rows) < n {
+		rw.rows = make([]Row, 0, n)
+	}
+	rw.w = jsonWriter{b: b.buf[:0], fields: true}
+	if cap(rw.w.b) < sizeHint {
+		rw.w.b = make([]byte, 0, sizeHint)
+	}
 	for gi := range a.groups {
 		g := &a.groups[gi]
 		src := a.source(g.res)
@@ -53,7 +60,7 @@ func (a *arena) write(sig Signal, sizeHint int) []Row {
 		start = end
 	}
 	a.offs = rw.offs
-	return rw.rows
+	b.Rows, b.buf = rw.rows, rw.w.b
 }
 
 // setScope renders the fields shared by every record of one scope.
