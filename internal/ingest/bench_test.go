@@ -25,7 +25,7 @@ func (nopStore) Ingest(string, string, []byte) (cache.Result, error) {
 	return cache.Result{Accepted: benchRows, FirstSeq: 1, LastSeq: benchRows}, nil
 }
 
-func (nopStore) IngestRows(string, []cache.Row) (cache.Result, error) {
+func (nopStore) IngestRowGroups(string, []cache.RowGroup) (cache.Result, error) {
 	return cache.Result{}, nil
 }
 

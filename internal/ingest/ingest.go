@@ -37,11 +37,11 @@ import (
 // (all rows or none) and return only once the rows are durable. Input errors are reported
 // as *cache.InputError; any other error is a storage failure.
 //
-// Neither may retain body or rows' lines after it returns: the handler reuses their memory
+// Neither may retain body or the groups' bodies after it returns: the handler reuses their memory
 // for the next request.
 type Store interface {
 	Ingest(dataset, source string, body []byte) (cache.Result, error)
-	IngestRows(dataset string, rows []cache.Row) (cache.Result, error)
+	IngestRowGroups(dataset string, groups []cache.RowGroup) (cache.Result, error)
 }
 
 // Options configure NewHandler.
@@ -278,7 +278,7 @@ func (h *handler) otlpExport(w http.ResponseWriter, r *http.Request, ep endpoint
 	if err != nil {
 		return h.reject(w, dataset, &httpbody.Error{Status: http.StatusBadRequest, Kind: "bad_otlp", Msg: err.Error()})
 	}
-	res, err := h.store.IngestRows(dataset, batch.Rows)
+	res, err := h.store.IngestRowGroups(dataset, batch.Groups)
 	if err != nil {
 		return h.reject(w, dataset, h.storeError(dataset, err))
 	}

@@ -117,7 +117,10 @@ type Row = cache.Row
 // the earlier rows are overwritten.
 type Batch struct {
 	Rows []Row
-	buf  []byte
+	// Groups are the same rows framed for cache.IngestRowGroups: a group for each run of
+	// rows of one source, its body the rows' memory itself.
+	Groups []cache.RowGroup
+	buf    []byte
 }
 
 // maxKept bounds the buffer a Batch keeps across Reset, so a Batch kept for
@@ -133,7 +136,8 @@ func (b *Batch) Reset() {
 		b.Rows = nil
 	}
 	clear(b.Rows) // the sources are strings of the request's own
-	b.Rows = b.Rows[:0]
+	clear(b.Groups)
+	b.Rows, b.Groups = b.Rows[:0], b.Groups[:0]
 }
 
 // ErrUnsupportedMediaType is returned when the content type is neither
@@ -161,7 +165,7 @@ func Decode(sig Signal, contentType string, body []byte) ([]Row, error) {
 // Decode is the package's Decode into b: b.Rows are the request's rows, in
 // memory b keeps for the next request. On error b.Rows is empty.
 func (b *Batch) Decode(sig Signal, contentType string, body []byte) error {
-	b.Rows = b.Rows[:0]
+	b.Rows, b.Groups = b.Rows[:0], b.Groups[:0]
 	isJSON, err := parseContentType(contentType)
 	if err != nil {
 		return err
