@@ -2,8 +2,8 @@ package ingest
 
 import (
 	"bytes"
-	"encoding/binary"
 	"compress/gzip"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
