@@ -2,6 +2,7 @@ package otlp
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"math"
@@ -29,6 +30,9 @@ type jsonDecoder struct {
 	// stopped is set when the request object has a member named "": pdata's
 	// iterator takes that for the end of the object and ignores the rest.
 	stopped bool
+	// ascii says the last string read is plain ASCII (plainASCII), so a string
+	// value can be written without looking at it again.
+	ascii bool
 }
 
 func (d *jsonDecoder) fail(format string, args ...any) {
@@ -189,10 +193,20 @@ func (d *jsonDecoder) elem(first *bool) bool {
 // with escapes is an error, as it is for pdata's ids and bytes.
 func (d *jsonDecoder) rawString(unescape bool) []byte {
 	start := d.i + 1
-	for j := start + plainPrefix(d.b[start:], 0); j < len(d.b); j++ {
+	j := start
+	var seen uint64 // the bytes before j, OR'd: whether any is 0x80 or above
+	for ; j+8 <= len(d.b); j += 8 {
+		x := binary.LittleEndian.Uint64(d.b[j:])
+		if special(x) != 0 {
+			break
+		}
+		seen |= x
+	}
+	for ; j < len(d.b); j++ {
 		switch c := d.b[j]; {
 		case c == '"':
 			d.i = j + 1
+			d.ascii = seen&highs == 0
 			return d.b[start:j:j]
 		case c == '\\':
 			if !unescape {
@@ -200,11 +214,14 @@ func (d *jsonDecoder) rawString(unescape bool) []byte {
 				d.fail("escape in an id or bytes value")
 				return nil
 			}
+			d.ascii = false
 			return d.unescape(start, j)
 		case c < 0x20:
 			d.i = j
 			d.fail("control character in a string")
 			return nil
+		default:
+			seen |= uint64(c)
 		}
 	}
 	d.i = len(d.b)
@@ -314,6 +331,7 @@ func (d *jsonDecoder) str() []byte {
 		return d.rawString(true)
 	case 'n':
 		d.literal("null")
+		d.ascii = true
 		return nil
 	}
 	d.fail("want a string")
@@ -843,7 +861,7 @@ func (d *jsonDecoder) anyValue(i int32) {
 		switch string(k) {
 		case "stringValue", "string_value":
 			s := d.str()
-			a.nodes[i].kind, a.nodes[i].s = kindStr, s
+			a.nodes[i].kind, a.nodes[i].s, a.nodes[i].ascii = kindStr, s, d.ascii
 		case "boolValue", "bool_value":
 			var v uint64
 			if d.boolean() {

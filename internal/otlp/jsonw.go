@@ -76,12 +76,17 @@ func (w *jsonWriter) endField() {
 
 func (w *jsonWriter) str(s string) {
 	if plainASCII(s) {
-		w.b = append(w.b, '"')
-		w.b = append(w.b, s...)
-		w.b = append(w.b, '"')
+		w.quoted(s)
 		return
 	}
 	w.b = rowjson.AppendString(w.b, s)
+}
+
+// quoted writes s, which is plain ASCII (plainASCII), as a JSON string.
+func (w *jsonWriter) quoted(s string) {
+	w.b = append(w.b, '"')
+	w.b = append(w.b, s...)
+	w.b = append(w.b, '"')
 }
 
 func (w *jsonWriter) intVal(v int64) { w.b = strconv.AppendInt(w.b, v, 10) }
@@ -234,6 +239,10 @@ func (w *jsonWriter) attrsField(a *arena, k string, l list) {
 func (w *jsonWriter) value(a *arena, n *node) {
 	switch n.kind {
 	case kindStr:
+		if n.ascii {
+			w.quoted(unsafe.String(unsafe.SliceData(n.s), len(n.s)))
+			return
+		}
 		w.bytesStr(n.s)
 	case kindBool:
 		w.boolVal(n.num != 0)

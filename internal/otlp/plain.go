@@ -24,23 +24,17 @@ func special(x uint64) uint64 {
 	return ((x-ones*0x20)&^x | (q-ones)&^q | (bs-ones)&^bs) & highs
 }
 
-// plainPrefix is how many leading bytes of b, in whole words, hold no byte that special
-// flags, nor, when high is highs, a byte of 0x80 or above.
-func plainPrefix(b []byte, high uint64) int {
-	i := 0
-	for ; i+8 <= len(b); i += 8 {
-		if x := binary.LittleEndian.Uint64(b[i:]); x&high|special(x) != 0 {
-			break
-		}
-	}
-	return i
-}
-
 // plainASCII reports whether s is ASCII without control characters, '"' or '\\', so that
 // its JSON string is s between quotes: nothing to escape, no UTF-8 to check.
 func plainASCII(s string) bool {
 	b := unsafe.Slice(unsafe.StringData(s), len(s))
-	for _, c := range b[plainPrefix(b, highs):] {
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		if x := binary.LittleEndian.Uint64(b[i:]); x&highs|special(x) != 0 {
+			return false
+		}
+	}
+	for _, c := range b[i:] {
 		if c < 0x20 || c >= 0x80 || c == '"' || c == '\\' {
 			return false
 		}
