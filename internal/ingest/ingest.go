@@ -37,8 +37,8 @@ import (
 // (all rows or none) and return only once the rows are durable. Input errors are reported
 // as *cache.InputError; any other error is a storage failure.
 //
-// Neither may retain body or the groups' bodies after it returns: the handler reuses their memory
-// for the next request.
+// Neither may retain body or the groups' bodies after it returns: the handler reuses their
+// memory for the next request.
 type Store interface {
 	Ingest(dataset, source string, body []byte) (cache.Result, error)
 	IngestRowGroups(dataset string, groups []cache.RowGroup) (cache.Result, error)

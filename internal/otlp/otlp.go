@@ -127,7 +127,7 @@ type Batch struct {
 // reuse never pins the memory of one unusually large request.
 const maxKept = 4 << 20
 
-// Reset empties b for reuse.
+// Reset empties b for reuse, dropping buffers over maxKept.
 func (b *Batch) Reset() {
 	if cap(b.buf) > maxKept {
 		b.buf = nil
@@ -163,7 +163,8 @@ func Decode(sig Signal, contentType string, body []byte) ([]Row, error) {
 }
 
 // Decode is the package's Decode into b: b.Rows are the request's rows, in
-// memory b keeps for the next request. On error b.Rows is empty.
+// memory b keeps for the next request, and b.Groups the same rows framed for
+// the cache. On error both are empty.
 func (b *Batch) Decode(sig Signal, contentType string, body []byte) error {
 	b.Rows, b.Groups = b.Rows[:0], b.Groups[:0]
 	isJSON, err := parseContentType(contentType)
