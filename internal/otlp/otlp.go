@@ -9,9 +9,10 @@
 // pdata objects, nothing allocated per record) and the rows of a request
 // share one output buffer, which a Batch keeps for the next request. Rows
 // are framed in it as the cache's log keeps a partition's rows
-// (cache.RowGroup), so the cache logs the buffer without copying the rows. What they accept is what the OpenTelemetry
-// Collector's pdata accepts, decoded to the same rows; the differential fuzz
-// targets hold them to that, with pdata as the reference. OTLP/JSON differs
+// (cache.RowGroup), so the cache logs the buffer without copying the rows.
+// What they accept is what the OpenTelemetry Collector's pdata accepts,
+// decoded to the same rows; the differential fuzz targets hold them to
+// that, with pdata as the reference. OTLP/JSON differs
 // from protojson: ids are hex, and 64-bit integers may be numbers or
 // strings.
 //
