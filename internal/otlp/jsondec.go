@@ -413,6 +413,19 @@ func digits(tok []byte, bits int) (uint64, bool) {
 	return v, true
 }
 
+// decimal is the value of s when it is all digits; it does not check for
+// overflow.
+func decimal(s []byte) (uint64, bool) {
+	var v uint64
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + uint64(c-'0')
+	}
+	return v, true
+}
+
 // integer reads a signed or unsigned integer of the given width, as a
 // number or a decimal string.
 func (d *jsonDecoder) integer(signed bool, bits int) uint64 {
@@ -431,6 +444,13 @@ func (d *jsonDecoder) integer(signed bool, bits int) uint64 {
 				d.fail("%v", err)
 			}
 			return uint64(v)
+		}
+		// Timestamps come this way. Up to 19 digits (9 for 32 bits) cannot
+		// overflow, so they need none of ParseUint's checks.
+		if n := len(s); n > 0 && (n <= 19 && bits == 64 || n <= 9) {
+			if v, ok := decimal(s); ok {
+				return v
+			}
 		}
 		v, err := strconv.ParseUint(text(s), 10, bits)
 		if err != nil {
