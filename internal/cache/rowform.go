@@ -3,8 +3,10 @@ package cache
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 
 	"github.com/hyp-project/hyp/internal/jsonrow"
+	"github.com/hyp-project/hyp/internal/partition"
 	"github.com/hyp-project/hyp/internal/rowjson"
 )
 
@@ -153,4 +155,57 @@ func RowJSON(row []byte) []byte {
 // again (IngestPartitionRows).
 func AppendField(dst []byte, f jsonrow.Field) []byte {
 	return appendField(dst, f.Key, f.Kind, f.Raw)
+}
+
+// BeginRow starts, at the end of dst, a row of a RowGroup's body, whose fields a trusted
+// encoder then appends (BeginField); EndRow(dst, at) completes it.
+func BeginRow(dst []byte) (out []byte, at int) { return beginRow(dst) }
+
+// EndRow fills in the length of the row BeginRow started at at, which is the rest of dst.
+func EndRow(dst []byte, at int) { endRow(dst, at) }
+
+// RowGroup is rows of one source from a trusted decoder, already framed as the log keeps a
+// partition's rows: each row between BeginRow and EndRow, one after another in Body.
+type RowGroup struct {
+	Source string
+	Rows   int
+	Body   []byte
+}
+
+// IngestRowGroups is IngestRows for rows already framed into groups: it logs each body as
+// it is, without first copying its rows into a group of its own, unless two groups name
+// the same partition. A source that is empty or not valid is "unknown", as for IngestRows.
+// It does not retain the bodies after it returns.
+func (c *Cache) IngestRowGroups(dataset string, groups []RowGroup) (Result, error) {
+	if err := CheckDataset(dataset); err != nil {
+		return Result{}, err
+	}
+	g := grouper{form: formRows}
+	for _, rg := range groups {
+		if n, ok := countRows(rg.Body); !ok || n != rg.Rows {
+			return Result{}, fmt.Errorf("cache: a row group of %s holds %d framed rows, not %d", dataset, n, rg.Rows)
+		}
+		if rg.Rows == 0 {
+			continue
+		}
+		src := rg.Source
+		if src == "" || partition.ValidateSource(src) != nil {
+			src = partition.Unknown
+		}
+		gb := g.index[src]
+		if gb == nil {
+			if g.index == nil {
+				g.index = map[string]*groupBuilder{}
+			}
+			// Capped, so that a second group of the partition is appended to a copy, not
+			// over the caller's bytes that follow.
+			gb = &groupBuilder{name: partition.Name(src), body: rg.Body[:len(rg.Body):len(rg.Body)]}
+			g.index[src] = gb
+			g.groups = append(g.groups, gb)
+		} else {
+			gb.body = append(gb.body, rg.Body...)
+		}
+		gb.rows += rg.Rows
+	}
+	return c.append(dataset, g.form, g.groups)
 }

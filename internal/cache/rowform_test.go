@@ -135,3 +135,57 @@ func TestIngestAllocatesPerRequestNotPerRow(t *testing.T) {
 		}
 	}
 }
+
+// TestIngestRowGroups stores groups framed with BeginRow and EndRow in one buffer: each
+// partition gets its rows in order, two groups of one source are merged without writing
+// over the caller's buffer, a source that is not valid files its rows under "unknown", and
+// a group whose count does not match its framing is refused.
+func TestIngestRowGroups(t *testing.T) {
+	ctx := context.Background()
+	c := openTest(t, t.TempDir())
+	defer c.Close(ctx)
+	var buf []byte
+	var groups []RowGroup
+	seq := 0
+	add := func(source string, n int) {
+		start := len(buf)
+		for range n {
+			var at, f int
+			buf, at = BeginRow(buf)
+			buf, f = BeginField(buf, "i")
+			buf = strconv.AppendInt(buf, int64(seq), 10)
+			EndField(buf, f)
+			EndRow(buf, at)
+			seq++
+		}
+		groups = append(groups, RowGroup{Source: source, Rows: n, Body: buf[start:]})
+	}
+	add("a", 2)
+	add("b", 1)
+	add("a", 3)
+	add("bad\x01source", 1)
+	add("", 0)
+	before := append([]byte(nil), buf...)
+	res, err := c.IngestRowGroups("logs", groups)
+	if err != nil || res.Accepted != 7 || res.LastSeq-res.FirstSeq != 6 {
+		t.Fatalf("IngestRowGroups = %+v, %v", res, err)
+	}
+	if string(before) != string(buf) {
+		t.Fatal("IngestRowGroups wrote over the caller's buffer")
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for part, want := range map[string]string{"source=a": "[0 1 3 4 5]", "source=b": "[2]", "source=unknown": "[6]"} {
+		var got []string
+		for _, r := range scanJSON(t, c, "logs", part) {
+			got = append(got, fmt.Sprint(r["i"]))
+		}
+		if fmt.Sprint(got) != want {
+			t.Errorf("%s: i = %v, want %s", part, got, want)
+		}
+	}
+	if _, err := c.IngestRowGroups("logs", []RowGroup{{Source: "a", Rows: 2, Body: groups[1].Body[:len(groups[1].Body)-1]}}); err == nil {
+		t.Error("a group with fewer framed rows than it claims was logged")
+	}
+}

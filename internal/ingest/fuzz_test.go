@@ -40,8 +40,12 @@ func (s fuzzStore) Ingest(dataset, source string, body []byte) (cache.Result, er
 	return cache.Result{Accepted: n, FirstSeq: 1, LastSeq: int64(n)}, nil
 }
 
-func (s fuzzStore) IngestRows(dataset string, rows []cache.Row) (cache.Result, error) {
-	return cache.Result{Accepted: len(rows), FirstSeq: 1, LastSeq: int64(len(rows))}, nil
+func (s fuzzStore) IngestRowGroups(dataset string, groups []cache.RowGroup) (cache.Result, error) {
+	n := 0
+	for _, g := range groups {
+		n += g.Rows
+	}
+	return cache.Result{Accepted: n, FirstSeq: 1, LastSeq: int64(n)}, nil
 }
 
 // fuzzPaths are picked by the route argument; "/v1/ingest/" gets the fuzzed name appended,

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,11 +37,11 @@ import (
 // (all rows or none) and return only once the rows are durable. Input errors are reported
 // as *cache.InputError; any other error is a storage failure.
 //
-// Ingest must not retain body after it returns: the handler reuses the buffer for the next
-// request.
+// Neither may retain body or the groups' bodies after it returns: the handler reuses their
+// memory for the next request.
 type Store interface {
 	Ingest(dataset, source string, body []byte) (cache.Result, error)
-	IngestRows(dataset string, rows []cache.Row) (cache.Result, error)
+	IngestRowGroups(dataset string, groups []cache.RowGroup) (cache.Result, error)
 }
 
 // Options configure NewHandler.
@@ -105,6 +106,8 @@ type handler struct {
 	otlp     [numEndpoints]otlpRoute
 	metrics  *metrics
 	tooLarge *httpbody.Error // shared by every oversized request; never modified
+	// batches keeps decoded OTLP requests' row memory (*otlp.Batch) between requests.
+	batches sync.Pool
 }
 
 // NewHandler returns the ingest listener's handler. It fails when an option is missing or
@@ -258,7 +261,15 @@ func (h *handler) otlpExport(w http.ResponseWriter, r *http.Request, ep endpoint
 		return h.reject(w, dataset, rerr)
 	}
 	contentType := r.Header.Get("Content-Type")
-	rows, err := otlp.Decode(route.signal, contentType, buf.Bytes())
+	batch, _ := h.batches.Get().(*otlp.Batch)
+	if batch == nil {
+		batch = new(otlp.Batch)
+	}
+	defer func() {
+		batch.Reset()
+		h.batches.Put(batch)
+	}()
+	err := batch.Decode(route.signal, contentType, buf.Bytes())
 	// Decoded rows copy what they need, so the buffer can go back before the store call.
 	httpbody.Release(buf)
 	if errors.Is(err, otlp.ErrUnsupportedMediaType) {
@@ -267,11 +278,7 @@ func (h *handler) otlpExport(w http.ResponseWriter, r *http.Request, ep endpoint
 	if err != nil {
 		return h.reject(w, dataset, &httpbody.Error{Status: http.StatusBadRequest, Kind: "bad_otlp", Msg: err.Error()})
 	}
-	crows := make([]cache.Row, len(rows))
-	for i, row := range rows {
-		crows[i] = cache.Row(row)
-	}
-	res, err := h.store.IngestRows(dataset, crows)
+	res, err := h.store.IngestRowGroups(dataset, batch.Groups)
 	if err != nil {
 		return h.reject(w, dataset, h.storeError(dataset, err))
 	}

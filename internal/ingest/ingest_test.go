@@ -3,6 +3,7 @@ package ingest
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,12 +55,17 @@ func (s *fakeStore) Ingest(dataset, source string, body []byte) (cache.Result, e
 	return s.record(call{method: "Ingest", dataset: dataset, source: source, body: string(body)}, n)
 }
 
-func (s *fakeStore) IngestRows(dataset string, rows []cache.Row) (cache.Result, error) {
-	c := call{method: "IngestRows", dataset: dataset}
-	for _, r := range rows {
-		c.rows = append(c.rows, cache.Row{Source: r.Source, Line: bytes.Clone(r.Line)})
+func (s *fakeStore) IngestRowGroups(dataset string, groups []cache.RowGroup) (cache.Result, error) {
+	c := call{method: "IngestRowGroups", dataset: dataset}
+	for _, g := range groups {
+		body := g.Body
+		for range g.Rows {
+			n := binary.LittleEndian.Uint32(body) // the row form's frame: u32 length, row
+			c.rows = append(c.rows, cache.Row{Source: g.Source, Line: bytes.Clone(body[4 : 4+n])})
+			body = body[4+n:]
+		}
 	}
-	return s.record(c, len(rows))
+	return s.record(c, len(c.rows))
 }
 
 func (s *fakeStore) record(c call, n int) (cache.Result, error) {
@@ -452,7 +458,7 @@ func TestOTLP(t *testing.T) {
 		wantCode    int
 		wantType    string // Content-Type of a 200 reply
 		wantKind    string // error kind of other replies
-		wantDataset string // of the one IngestRows call; "" means no call
+		wantDataset string // of the one IngestRowGroups call; "" means no call
 		wantRows    int
 		wantSource  string // of the first row
 		resp        response
@@ -540,12 +546,12 @@ func TestOTLP(t *testing.T) {
 				}
 				return
 			}
-			if len(calls) != 1 || calls[0].method != "IngestRows" {
-				t.Fatalf("store calls %+v, want one IngestRows", calls)
+			if len(calls) != 1 || calls[0].method != "IngestRowGroups" {
+				t.Fatalf("store calls %+v, want one IngestRowGroups", calls)
 			}
 			c := calls[0]
 			if c.dataset != tc.wantDataset || len(c.rows) != tc.wantRows || c.rows[0].Source != tc.wantSource {
-				t.Errorf("IngestRows(%q, %d rows, first source %q), want (%q, %d rows, %q)",
+				t.Errorf("IngestRowGroups(%q, %d rows, first source %q), want (%q, %d rows, %q)",
 					c.dataset, len(c.rows), c.rows[0].Source, tc.wantDataset, tc.wantRows, tc.wantSource)
 			}
 			for i, r := range c.rows {

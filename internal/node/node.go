@@ -96,9 +96,9 @@ func (n *Node) Ingest(dataset, source string, body []byte) (cache.Result, error)
 	return n.Cache.Ingest(dataset, source, body)
 }
 
-// IngestRows implements the ingest store.
-func (n *Node) IngestRows(dataset string, rows []cache.Row) (cache.Result, error) {
-	return n.Cache.IngestRows(dataset, rows)
+// IngestRowGroups implements the ingest store.
+func (n *Node) IngestRowGroups(dataset string, groups []cache.RowGroup) (cache.Result, error) {
+	return n.Cache.IngestRowGroups(dataset, groups)
 }
 
 // Flush moves logged rows into the tables.

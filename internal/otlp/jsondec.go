@@ -2,6 +2,7 @@ package otlp
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"math"
@@ -29,6 +30,9 @@ type jsonDecoder struct {
 	// stopped is set when the request object has a member named "": pdata's
 	// iterator takes that for the end of the object and ignores the rest.
 	stopped bool
+	// ascii says the last string read is plain ASCII (plainASCII), so a string
+	// value can be written without looking at it again.
+	ascii bool
 }
 
 func (d *jsonDecoder) fail(format string, args ...any) {
@@ -189,10 +193,20 @@ func (d *jsonDecoder) elem(first *bool) bool {
 // with escapes is an error, as it is for pdata's ids and bytes.
 func (d *jsonDecoder) rawString(unescape bool) []byte {
 	start := d.i + 1
-	for j := start; j < len(d.b); j++ {
+	j := start
+	var seen uint64 // the bytes before j, OR'd: whether any is 0x80 or above
+	for ; j+8 <= len(d.b); j += 8 {
+		x := binary.LittleEndian.Uint64(d.b[j:])
+		if special(x) != 0 {
+			break
+		}
+		seen |= x
+	}
+	for ; j < len(d.b); j++ {
 		switch c := d.b[j]; {
 		case c == '"':
 			d.i = j + 1
+			d.ascii = seen&highs == 0
 			return d.b[start:j:j]
 		case c == '\\':
 			if !unescape {
@@ -200,11 +214,14 @@ func (d *jsonDecoder) rawString(unescape bool) []byte {
 				d.fail("escape in an id or bytes value")
 				return nil
 			}
+			d.ascii = false
 			return d.unescape(start, j)
 		case c < 0x20:
 			d.i = j
 			d.fail("control character in a string")
 			return nil
+		default:
+			seen |= uint64(c)
 		}
 	}
 	d.i = len(d.b)
@@ -314,6 +331,7 @@ func (d *jsonDecoder) str() []byte {
 		return d.rawString(true)
 	case 'n':
 		d.literal("null")
+		d.ascii = true
 		return nil
 	}
 	d.fail("want a string")
@@ -395,6 +413,19 @@ func digits(tok []byte, bits int) (uint64, bool) {
 	return v, true
 }
 
+// decimal is the value of s when it is all digits; it does not check for
+// overflow.
+func decimal(s []byte) (uint64, bool) {
+	var v uint64
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + uint64(c-'0')
+	}
+	return v, true
+}
+
 // integer reads a signed or unsigned integer of the given width, as a
 // number or a decimal string.
 func (d *jsonDecoder) integer(signed bool, bits int) uint64 {
@@ -413,6 +444,13 @@ func (d *jsonDecoder) integer(signed bool, bits int) uint64 {
 				d.fail("%v", err)
 			}
 			return uint64(v)
+		}
+		// Timestamps come this way. Up to 19 digits (9 for 32 bits) cannot
+		// overflow, so they need none of ParseUint's checks.
+		if n := len(s); n > 0 && (n <= 19 && bits == 64 || n <= 9) {
+			if v, ok := decimal(s); ok {
+				return v
+			}
 		}
 		v, err := strconv.ParseUint(text(s), 10, bits)
 		if err != nil {
@@ -843,7 +881,7 @@ func (d *jsonDecoder) anyValue(i int32) {
 		switch string(k) {
 		case "stringValue", "string_value":
 			s := d.str()
-			a.nodes[i].kind, a.nodes[i].s = kindStr, s
+			a.nodes[i].kind, a.nodes[i].s, a.nodes[i].ascii = kindStr, s, d.ascii
 		case "boolValue", "bool_value":
 			var v uint64
 			if d.boolean() {

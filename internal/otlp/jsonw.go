@@ -30,6 +30,11 @@ type jsonWriter struct {
 	fields bool
 	depth  int // containers open within the row
 	at     int // where the open member's frame starts (fields); 0 when none is open
+	// sec is the second whose text, up to the fraction, is in secText: the records of a
+	// request mostly share their second, and formatting the date is most of a timestamp's
+	// cost.
+	sec     uint64
+	secText []byte
 }
 
 func (w *jsonWriter) reset() { w.b = w.b[:0] }
@@ -70,7 +75,18 @@ func (w *jsonWriter) endField() {
 }
 
 func (w *jsonWriter) str(s string) {
+	if plainASCII(s) {
+		w.quoted(s)
+		return
+	}
 	w.b = rowjson.AppendString(w.b, s)
+}
+
+// quoted writes s, which is plain ASCII (plainASCII), as a JSON string.
+func (w *jsonWriter) quoted(s string) {
+	w.b = append(w.b, '"')
+	w.b = append(w.b, s...)
+	w.b = append(w.b, '"')
 }
 
 func (w *jsonWriter) intVal(v int64) { w.b = strconv.AppendInt(w.b, v, 10) }
@@ -134,12 +150,36 @@ func (w *jsonWriter) timeField(k string, ts uint64) {
 		return
 	}
 	w.key(k)
-	// Not through int64 nanoseconds: timestamps past 2262 would turn into
-	// dates before 1970; splitting keeps them monotonic.
-	t := time.Unix(int64(ts/1e9), int64(ts%1e9)).UTC()
 	w.b = append(w.b, '"')
-	w.b = t.AppendFormat(w.b, time.RFC3339Nano)
+	w.b = w.appendTime(w.b, ts)
 	w.b = append(w.b, '"')
+}
+
+// appendTime appends ts, nanoseconds since the epoch, as time.RFC3339Nano in UTC would.
+func (w *jsonWriter) appendTime(b []byte, ts uint64) []byte {
+	sec, nsec := ts/1e9, ts%1e9
+	if w.secText == nil || sec != w.sec {
+		// Not through int64 nanoseconds: timestamps past 2262 would turn into dates
+		// before 1970; splitting keeps them monotonic. A uint64 of nanoseconds ends in
+		// 2554, so the year always has four digits.
+		t := time.Unix(int64(sec), 0).UTC()
+		w.sec, w.secText = sec, t.AppendFormat(w.secText[:0], "2006-01-02T15:04:05")
+	}
+	b = append(b, w.secText...)
+	if nsec != 0 {
+		var frac [10]byte
+		frac[0] = '.'
+		for i := 9; i > 0; i-- {
+			frac[i] = byte('0' + nsec%10)
+			nsec /= 10
+		}
+		n := len(frac)
+		for frac[n-1] == '0' {
+			n--
+		}
+		b = append(b, frac[:n]...)
+	}
+	return append(b, 'Z')
 }
 
 // idField writes a trace or span id; an all-zero id means "not set".
@@ -199,6 +239,10 @@ func (w *jsonWriter) attrsField(a *arena, k string, l list) {
 func (w *jsonWriter) value(a *arena, n *node) {
 	switch n.kind {
 	case kindStr:
+		if n.ascii {
+			w.quoted(unsafe.String(unsafe.SliceData(n.s), len(n.s)))
+			return
+		}
 		w.bytesStr(n.s)
 	case kindBool:
 		w.boolVal(n.num != 0)

@@ -3,8 +3,10 @@ package otlp
 import (
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 )
@@ -79,6 +81,21 @@ func TestCheckJSONDepth(t *testing.T) {
 	for i, tc := range cases {
 		if err := checkJSONDepth([]byte(tc.in)); (err == nil) != tc.ok {
 			t.Errorf("case %d: err = %v, want ok = %v", i, err, tc.ok)
+		}
+	}
+}
+
+func TestAppendTimeIsRFC3339Nano(t *testing.T) {
+	var w jsonWriter
+	cases := []uint64{1, 999, 1e9, 1e9 + 1, 1e9 + 10, 1e9 + 123456789, 1e9 + 100000000, 1764600000e9, 1764600000e9 + 5, 1764600001e9 + 5, 1<<63 - 1, 1 << 63, 1<<64 - 1}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 10000 {
+		cases = append(cases, r.Uint64(), 1764600000e9+r.Uint64N(3e9))
+	}
+	for _, ts := range cases {
+		want := time.Unix(int64(ts/1e9), int64(ts%1e9)).UTC().Format(time.RFC3339Nano)
+		if got := string(w.appendTime(nil, ts)); got != want {
+			t.Errorf("%d: %s, want %s", ts, got, want)
 		}
 	}
 }

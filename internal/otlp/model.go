@@ -32,10 +32,13 @@ type list struct{ head, tail int32 }
 type node struct {
 	key  []byte
 	kind valueKind
-	num  uint64 // bool (0/1), int64 bits, float64 bits
-	s    []byte // string or bytes
-	kids list
-	next int32
+	// ascii says s is known to be plain ASCII (plainASCII): the JSON decoder
+	// learns it while reading the string. false says nothing.
+	ascii bool
+	num   uint64 // bool (0/1), int64 bits, float64 bits
+	s     []byte // string or bytes
+	kids  list
+	next  int32
 }
 
 type scope struct {

@@ -7,9 +7,12 @@
 //
 // Both encodings are parsed by hand, straight into a reusable arena (no
 // pdata objects, nothing allocated per record) and the rows of a request
-// share one output buffer. What they accept is what the OpenTelemetry
-// Collector's pdata accepts, decoded to the same rows; the differential fuzz
-// targets hold them to that, with pdata as the reference. OTLP/JSON differs
+// share one output buffer, which a Batch keeps for the next request. Rows
+// are framed in it as the cache's log keeps a partition's rows
+// (cache.RowGroup), so the cache logs the buffer without copying the rows.
+// What they accept is what the OpenTelemetry Collector's pdata accepts,
+// decoded to the same rows; the differential fuzz targets hold them to
+// that, with pdata as the reference. OTLP/JSON differs
 // from protojson: ids are hex, and 64-bit integers may be numbers or
 // strings.
 //
@@ -87,6 +90,9 @@ import (
 	"fmt"
 	"mime"
 	"sync"
+	"unsafe"
+
+	"github.com/hyp-project/hyp/internal/cache"
 )
 
 // Signal names one OTLP signal; its value is also the dataset name the
@@ -100,16 +106,41 @@ const (
 	Metrics Signal = "metrics"
 )
 
-// Row is one flattened record.
-type Row struct {
-	// Source is the resource's service.name attribute made a valid source
-	// value (partition.SanitizeSource), or "unknown" when it is absent or
-	// empty; the cache partitions datasets by it.
-	Source string
-	// Line is the row in the cache's row form (cache.BeginField): its top-level
-	// fields, each value JSON text; cache.RowJSON turns it into the JSON object
-	// the row shapes below describe.
-	Line []byte
+// Row is one flattened record, in the form the cache takes it (cache.Row).
+// Source is the resource's service.name attribute made a valid source value
+// (partition.SanitizeSource), or "unknown" when it is absent or empty; the
+// cache partitions datasets by it. Line is the row in the cache's row form
+// (cache.BeginField): its top-level fields, each value JSON text;
+// cache.RowJSON turns it into the JSON object the row shapes above describe.
+type Row = cache.Row
+
+// Batch holds the rows of one decoded request and the buffer their lines
+// share. Decoding into a Batch that held an earlier request reuses its
+// memory, so a busy endpoint does not allocate every request's rows anew;
+// the earlier rows are overwritten.
+type Batch struct {
+	Rows []Row
+	// Groups are the same rows framed for cache.IngestRowGroups: a group for each run of
+	// rows of one source, its body the rows' memory itself.
+	Groups []cache.RowGroup
+	buf    []byte
+}
+
+// maxKept bounds the buffer a Batch keeps across Reset, so a Batch kept for
+// reuse never pins the memory of one unusually large request.
+const maxKept = 4 << 20
+
+// Reset empties b for reuse, dropping buffers over maxKept.
+func (b *Batch) Reset() {
+	if cap(b.buf) > maxKept {
+		b.buf = nil
+	}
+	if cap(b.Rows)*int(unsafe.Sizeof(Row{})) > maxKept {
+		b.Rows = nil
+	}
+	clear(b.Rows) // the sources are strings of the request's own
+	clear(b.Groups)
+	b.Rows, b.Groups = b.Rows[:0], b.Groups[:0]
 }
 
 // ErrUnsupportedMediaType is returned when the content type is neither
@@ -127,12 +158,24 @@ var arenas = sync.Pool{New: func() any { return new(arena) }}
 // contentType such as charset are ignored. A malformed body returns an error
 // whose message says what is wrong.
 func Decode(sig Signal, contentType string, body []byte) ([]Row, error) {
-	isJSON, err := parseContentType(contentType)
-	if err != nil {
+	var b Batch
+	if err := b.Decode(sig, contentType, body); err != nil {
 		return nil, err
 	}
+	return b.Rows, nil
+}
+
+// Decode is the package's Decode into b: b.Rows are the request's rows, in
+// memory b keeps for the next request, and b.Groups the same rows framed for
+// the cache. On error both are empty.
+func (b *Batch) Decode(sig Signal, contentType string, body []byte) error {
+	b.Rows, b.Groups = b.Rows[:0], b.Groups[:0]
+	isJSON, err := parseContentType(contentType)
+	if err != nil {
+		return err
+	}
 	if sig != Logs && sig != Traces && sig != Metrics {
-		return nil, fmt.Errorf("otlp: unknown signal %q", sig)
+		return fmt.Errorf("otlp: unknown signal %q", sig)
 	}
 	a := arenas.Get().(*arena)
 	defer arenas.Put(a)
@@ -147,7 +190,7 @@ func Decode(sig Signal, contentType string, body []byte) ([]Row, error) {
 		err = d.decodeRequest(sig, body)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("otlp: malformed %s %s body: %w", sig, format, err)
+		return fmt.Errorf("otlp: malformed %s %s body: %w", sig, format, err)
 	}
 	// Rows repeat the resource and scope fields in each record and spell
 	// out names protobuf numbers, so they outgrow a protobuf body; JSON
@@ -157,7 +200,8 @@ func Decode(sig Signal, contentType string, body []byte) ([]Row, error) {
 	if !isJSON {
 		hint += len(body)
 	}
-	return a.write(sig, hint), nil
+	a.write(b, sig, hint)
+	return nil
 }
 
 func parseContentType(contentType string) (isJSON bool, err error) {

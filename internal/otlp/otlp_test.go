@@ -2,8 +2,10 @@ package otlp
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -353,10 +355,95 @@ func TestDecodeSanitizesServiceName(t *testing.T) {
 
 // decodeLines is Decode with each row turned into the JSON object it stands for, as the
 // cache would keep it.
+//
+// It decodes through a Batch, twice, the second time into the memory of the first, and
+// panics (failing any test or fuzz target) unless both give the same rows and the Batch's
+// groups frame exactly its rows, each run of one source in one group.
 func decodeLines(sig Signal, contentType string, body []byte) ([]Row, error) {
-	rows, err := Decode(sig, contentType, body)
+	var b Batch
+	if err := b.Decode(sig, contentType, body); err != nil {
+		if len(b.Rows) != 0 || len(b.Groups) != 0 {
+			panic("a failed Decode left rows in its Batch")
+		}
+		return nil, err
+	}
+	checkGroups(&b)
+	first := make([]Row, len(b.Rows))
+	for i, r := range b.Rows {
+		first[i] = Row{Source: r.Source, Line: bytes.Clone(r.Line)}
+	}
+	b.Reset()
+	if err := b.Decode(sig, contentType, body); err != nil {
+		panic(fmt.Sprintf("a second Decode into a reused Batch failed: %v", err))
+	}
+	checkGroups(&b)
+	rows := b.Rows
 	for i := range rows {
+		if rows[i].Source != first[i].Source || !bytes.Equal(rows[i].Line, first[i].Line) {
+			panic(fmt.Sprintf("row %d differs when decoded into a reused Batch", i))
+		}
 		rows[i].Line = cache.RowJSON(rows[i].Line)
 	}
-	return rows, err
+	return rows, nil
+}
+
+// checkGroups panics unless b.Groups, read back through their framing (a little-endian u32
+// length before each row), give b.Rows in order, with no two adjacent groups of one source.
+func checkGroups(b *Batch) {
+	i := 0
+	for gi, g := range b.Groups {
+		if gi > 0 && b.Groups[gi-1].Source == g.Source {
+			panic(fmt.Sprintf("groups %d and %d both hold source %q", gi-1, gi, g.Source))
+		}
+		body := g.Body
+		for n := 0; n < g.Rows; n++ {
+			if len(body) < 4 || i >= len(b.Rows) {
+				panic(fmt.Sprintf("group %d ends before its row %d", gi, n))
+			}
+			l := int(binary.LittleEndian.Uint32(body))
+			if l > len(body)-4 || !bytes.Equal(body[4:4+l], b.Rows[i].Line) || b.Rows[i].Source != g.Source {
+				panic(fmt.Sprintf("group %d, row %d is not row %d", gi, n, i))
+			}
+			body, i = body[4+l:], i+1
+		}
+		if len(body) != 0 {
+			panic(fmt.Sprintf("group %d has %d bytes after its %d rows", gi, len(body), g.Rows))
+		}
+	}
+	if i != len(b.Rows) {
+		panic(fmt.Sprintf("groups hold %d rows of %d", i, len(b.Rows)))
+	}
+}
+
+// TestGroupsFollowSources: resources of one service that follow one another share a group,
+// and a service that comes back after another starts a new one.
+func TestGroupsFollowSources(t *testing.T) {
+	ld := plog.NewLogs()
+	for _, svc := range []string{"a", "a", "b", "", "a"} {
+		rl := ld.ResourceLogs().AppendEmpty()
+		if svc != "" {
+			rl.Resource().Attributes().PutStr("service.name", svc)
+		}
+		for range 2 {
+			rl.ScopeLogs().AppendEmpty().LogRecords().AppendEmpty().Body().SetStr(svc)
+		}
+	}
+	body := logsBodies(t, ld)
+	for _, enc := range []struct {
+		contentType string
+		body        []byte
+	}{{protoType, body.proto}, {jsonType, body.json}} {
+		var b Batch
+		if err := b.Decode(Logs, enc.contentType, enc.body); err != nil {
+			t.Fatal(err)
+		}
+		checkGroups(&b)
+		var got []string
+		for _, g := range b.Groups {
+			got = append(got, fmt.Sprintf("%s:%d", g.Source, g.Rows))
+		}
+		if want := "[a:4 b:2 unknown:2 a:2]"; fmt.Sprint(got) != want {
+			t.Errorf("%s: groups %v, want %s", enc.contentType, got, want)
+		}
+	}
 }

@@ -45,6 +45,11 @@ type pbuf struct {
 func (p *pbuf) more() bool { return p.pos < len(p.b) }
 
 func (p *pbuf) rawVarint() (uint64, error) {
+	// Tags and most lengths take one byte.
+	if p.pos < len(p.b) && p.b[p.pos] < 0x80 {
+		p.pos++
+		return uint64(p.b[p.pos-1]), nil
+	}
 	var v uint64
 	for shift := uint(0); ; shift += 7 {
 		if shift >= 64 {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hyp-project/hyp/internal/cache"
 	"github.com/hyp-project/hyp/internal/partition"
 )
 
@@ -18,14 +19,22 @@ type rowWriter struct {
 	w      jsonWriter
 	prefix []byte
 	offs   []int // end offset of each row in w.b
+	rowAt  int   // where the open row's frame starts
 	rows   []Row
 }
 
-// write renders the rows of the request in a.
-func (a *arena) write(sig Signal, sizeHint int) []Row {
+// write renders the rows of the request in a into b, whose lines take about
+// sizeHint bytes.
+func (a *arena) write(b *Batch, sig Signal, sizeHint int) {
 	n := a.records(sig)
-	rw := rowWriter{a: a, offs: a.offs[:0], rows: make([]Row, 0, n)}
-	rw.w = jsonWriter{b: make([]byte, 0, sizeHint), fields: true}
+	rw := rowWriter{a: a, offs: a.offs[:0], rows: b.Rows[:0]}
+	if cap(rw.rows) < n {
+		rw.rows = make([]Row, 0, n)
+	}
+	rw.w = jsonWriter{b: b.buf[:0], fields: true}
+	if cap(rw.w.b) < sizeHint {
+		rw.w.b = make([]byte, 0, sizeHint)
+	}
 	for gi := range a.groups {
 		g := &a.groups[gi]
 		src := a.source(g.res)
@@ -47,13 +56,25 @@ func (a *arena) write(sig Signal, sizeHint int) []Row {
 			}
 		}
 	}
-	start := 0
+	// Each row is framed as a cache.RowGroup's body frames it, and the rows of one source
+	// that follow one another make one group, so the cache can log the buffer as it is.
+	groups := b.Groups[:0]
+	start, groupStart := 0, 0
 	for i, end := range rw.offs {
-		rw.rows[i].Line = rw.w.b[start:end:end]
+		row := &rw.rows[i]
+		row.Line = rw.w.b[start+4 : end : end]
+		if n := len(groups); n > 0 && groups[n-1].Source == row.Source {
+			groups[n-1].Rows++
+		} else {
+			groups = append(groups, cache.RowGroup{Source: row.Source})
+			groupStart = start
+			groups[n].Rows = 1
+		}
+		groups[len(groups)-1].Body = rw.w.b[groupStart:end:end]
 		start = end
 	}
 	a.offs = rw.offs
-	return rw.rows
+	b.Rows, b.Groups, b.buf = rw.rows, groups, rw.w.b
 }
 
 // setScope renders the fields shared by every record of one scope.
@@ -70,12 +91,14 @@ func (rw *rowWriter) setScope(g *group) {
 // begin starts a record row and returns the writer to add its fields to.
 func (rw *rowWriter) begin(source string) *jsonWriter {
 	rw.rows = append(rw.rows, Row{Source: source})
+	rw.w.b, rw.rowAt = cache.BeginRow(rw.w.b)
 	rw.w.b = append(rw.w.b, rw.prefix...)
 	return &rw.w
 }
 
 func (rw *rowWriter) end() {
 	rw.w.endField()
+	cache.EndRow(rw.w.b, rw.rowAt)
 	rw.offs = append(rw.offs, len(rw.w.b))
 }
 
