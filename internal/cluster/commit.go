@@ -22,8 +22,7 @@ const maxCommitFiles = 2000
 
 // Run keeps the replica's heartbeat and, while it holds the committer lock, commits staged
 // files every commit interval, removes the files of abandoned stages after each commit
-// round, and runs the tables' upkeep when it is due.
-// It returns when ctx ends.
+// round, and runs the tables' upkeep when it is due. It returns when ctx ends.
 func (c *Cluster) Run(ctx context.Context) {
 	beat := time.NewTicker(heartbeat)
 	defer beat.Stop()
