@@ -118,16 +118,10 @@ func TestMaintainSchedule(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { d.Run(ctx); close(done) }()
-	m := d.inst(t, "lake").metrics.maintain
-	for metricValue(t, m.runs.WithLabelValues("lake", "ok")) < 2 {
-		select {
-		case <-time.After(10 * time.Millisecond):
-		case <-done:
-			t.Fatal("the driver stopped")
-		}
-	}
+	waitMaintainRuns(t, d, 2, done)
 	cancel()
 	<-done
+	m := d.inst(t, "lake").metrics.maintain
 	if n := metricValue(t, m.dataFiles.WithLabelValues("lake", "hyp."+testDataset)); n != 1 {
 		t.Errorf("hyp_lake_data_files = %v, want 1 after compaction", n)
 	}
@@ -147,4 +141,18 @@ func metricValue(t *testing.T, m prometheus.Metric) float64 {
 		return out.Counter.GetValue()
 	}
 	return out.Gauge.GetValue()
+}
+
+// waitMaintainRuns waits until the running driver d (done closes when it stops) has
+// maintained the lake sink n times successfully.
+func waitMaintainRuns(t *testing.T, d *Driver, n float64, done <-chan struct{}) {
+	t.Helper()
+	m := d.inst(t, "lake").metrics.maintain
+	for metricValue(t, m.runs.WithLabelValues("lake", "ok")) < n {
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-done:
+			t.Fatal("the driver stopped")
+		}
+	}
 }

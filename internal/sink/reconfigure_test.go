@@ -62,15 +62,8 @@ func TestReconfigureMaintain(t *testing.T) {
 	if !slices.Equal(applied, want) || len(restart) != 0 {
 		t.Fatalf("applied %q, needs restart %q; want %q applied", applied, restart, want)
 	}
-	m := d.inst(t, "lake").metrics.maintain
-	for metricValue(t, m.runs.WithLabelValues("lake", "ok")) < 2 {
-		select {
-		case <-time.After(10 * time.Millisecond):
-		case <-done:
-			t.Fatal("the driver stopped")
-		}
-	}
-	if n := metricValue(t, m.dataFiles.WithLabelValues("lake", "hyp."+testDataset)); n != 1 {
+	waitMaintainRuns(t, d, 2, done)
+	if n := metricValue(t, d.inst(t, "lake").metrics.maintain.dataFiles.WithLabelValues("lake", "hyp."+testDataset)); n != 1 {
 		t.Errorf("hyp_lake_data_files = %v, want 1 after the scheduled compaction", n)
 	}
 	checkLake(t, "after scheduled maintenance", l, readLake(t, dir))
@@ -105,14 +98,7 @@ func TestReconfigureMaintainScheduleChange(t *testing.T) {
 	if want := []string{`sink lake: maintain.schedule "@every 1h" -> "@every 50ms"`}; !slices.Equal(applied, want) || len(restart) != 0 {
 		t.Fatalf("applied %q, needs restart %q; want %q applied", applied, restart, want)
 	}
-	m := d.inst(t, "lake").metrics.maintain
-	for metricValue(t, m.runs.WithLabelValues("lake", "ok")) < 1 {
-		select {
-		case <-time.After(10 * time.Millisecond):
-		case <-done:
-			t.Fatal("the driver stopped")
-		}
-	}
+	waitMaintainRuns(t, d, 1, done)
 }
 
 // TestReconfigureNamesWhatNeedsARestart: a change the driver cannot apply is reported by
