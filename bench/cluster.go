@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/hyp-project/hyp/internal/cluster"
 	"github.com/hyp-project/hyp/internal/testutil/lakeread"
 )
@@ -69,7 +71,7 @@ func clusterRun(bin, minioBin string, gateways, rows, replicas int) error {
 		defer d.term()
 		hc := &http.Client{}
 		for from := 0; from < rows; from += 1000 {
-			if err := (&daemon{addr: d.addr}).post(hc, "?source=app", body(from, min(1000, rows-from))); err != nil {
+			if err := postLogs(hc, d.addr, "?source=app", body(from, min(1000, rows-from))); err != nil {
 				return err
 			}
 		}
@@ -282,22 +284,10 @@ func (p *proc) cpu() time.Duration {
 
 // parallel runs fn(0..n-1) at most width at a time and returns the first error.
 func parallel(n, width int, fn func(int) error) error {
-	sem := make(chan struct{}, width)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(width)
 	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			errs[i] = fn(i)
-		}()
+		g.Go(func() error { return fn(i) })
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return g.Wait()
 }

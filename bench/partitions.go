@@ -80,7 +80,12 @@ func (d *daemon) hyp(args ...string) (string, time.Duration, error) {
 }
 
 func (d *daemon) post(hc *http.Client, query string, body []byte) error {
-	resp, err := hc.Post("http://"+d.addr+"/v1/ingest/logs"+query, "application/x-ndjson", bytes.NewReader(body))
+	return postLogs(hc, d.addr, query, body)
+}
+
+// postLogs ingests an NDJSON body into dataset logs of the daemon listening on addr.
+func postLogs(hc *http.Client, addr, query string, body []byte) error {
+	resp, err := hc.Post("http://"+addr+"/v1/ingest/logs"+query, "application/x-ndjson", bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
