@@ -1,8 +1,6 @@
 package parquetw
 
 import (
-	"math"
-
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 )
@@ -15,8 +13,8 @@ const dictSample = 4096
 // dictionary for such a column until it overflows, hashing every value, and the file ends
 // up no smaller; plain values compress about as well. A column of a few thousand values
 // samples well below the bar (about 70% distinct for 5,000 values), so it keeps its
-// dictionary. A wrong guess costs size or time, never correctness, so columns of other
-// types keep the writer's default.
+// dictionary. A wrong guess costs size or time, never correctness. Only strings get
+// dictionaries: other columns are fixed-width, and zstd takes their repeats.
 func mostlyDistinct(col arrow.Array) bool {
 	if col.Len()-col.NullN() < dictSample/4 {
 		return false // too few values to tell
@@ -26,14 +24,6 @@ func mostlyDistinct(col arrow.Array) bool {
 		return distinctSample(a, a.Value)
 	case *array.LargeString:
 		return distinctSample(a, a.Value)
-	case *array.Binary:
-		return distinctSample(a, func(i int) string { return string(a.Value(i)) })
-	case *array.Int64:
-		return distinctSample(a, a.Value)
-	case *array.Timestamp:
-		return distinctSample(a, a.Value)
-	case *array.Float64:
-		return distinctSample(a, func(i int) uint64 { return math.Float64bits(a.Value(i)) })
 	}
 	return false
 }

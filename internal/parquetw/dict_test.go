@@ -10,23 +10,15 @@ import (
 )
 
 func TestMostlyDistinct(t *testing.T) {
-	ints := func(n int, f func(int) (int64, bool)) arrow.Array {
-		b := array.NewInt64Builder(memory.DefaultAllocator)
-		defer b.Release()
-		for i := range n {
-			if v, ok := f(i); ok {
-				b.Append(v)
-			} else {
-				b.AppendNull()
-			}
-		}
-		return b.NewArray()
-	}
 	strs := func(n int, f func(int) string) arrow.Array {
 		b := array.NewStringBuilder(memory.DefaultAllocator)
 		defer b.Release()
 		for i := range n {
-			b.Append(f(i))
+			if v := f(i); v != "null" {
+				b.Append(v)
+			} else {
+				b.AppendNull()
+			}
 		}
 		return b.NewArray()
 	}
@@ -35,15 +27,15 @@ func TestMostlyDistinct(t *testing.T) {
 		col  arrow.Array
 		want bool
 	}{
-		{"unique ids", ints(65536, func(i int) (int64, bool) { return int64(i), true }), true},
-		{"unique ids, every 7th null", ints(65536, func(i int) (int64, bool) { return int64(i), i%7 != 0 }), true},
-		{"977 values", ints(65536, func(i int) (int64, bool) { return int64(i % 977), true }), false},
+		{"unique ids", strs(65536, func(i int) string { return fmt.Sprint(i) }), true},
+		{"unique ids, every 7th null", strs(65536, func(i int) string { return nullEvery(7, i, fmt.Sprint(i)) }), true},
+		{"977 values", strs(65536, func(i int) string { return fmt.Sprint(i % 977) }), false},
 		// Consecutive rows are all distinct, yet a row group holds only 5,000 values.
 		{"5,000 paths", strs(65536, func(i int) string { return fmt.Sprintf("/api/v1/items/%d", i%5000) }), false},
 		{"timestamps as text", strs(65536, func(i int) string { return fmt.Sprintf("2026-11-30T09:00:00.%06dZ", i) }), true},
-		{"all null", ints(65536, func(int) (int64, bool) { return 0, false }), false},
-		{"a short first record", ints(2000, func(i int) (int64, bool) { return int64(i), true }), true},
-		{"too few rows", ints(1000, func(i int) (int64, bool) { return int64(i), true }), false},
+		{"all null", strs(65536, func(int) string { return "null" }), false},
+		{"a short first record", strs(2000, func(i int) string { return fmt.Sprint(i) }), true},
+		{"too few rows", strs(1000, func(i int) string { return fmt.Sprint(i) }), false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -53,4 +45,11 @@ func TestMostlyDistinct(t *testing.T) {
 			}
 		})
 	}
+}
+
+func nullEvery(n, i int, v string) string {
+	if i%n == 0 {
+		return "null"
+	}
+	return v
 }

@@ -1,7 +1,11 @@
-// Package parquetw owns encoding Arrow records of scalar columns into Parquet files fast:
+// Package parquetw owns encoding Arrow records of flat columns (strings, int64, float64,
+// booleans, timestamps) into Parquet files fast: the pages, dictionaries and footer are its
+// own (arrow-go's writer, which it replaced, boxed every dictionary value into an interface
+// and zeroed its page buffers on every page, a third of the daemon's CPU at full ingest);
 // which columns get a dictionary (sampled from a file's first record), the codec and its
 // level, row groups, statistics, and the parallel encoding of a row group's columns. Blob
-// exports and the cache's Iceberg data files both write through it.
+// exports and the cache's Iceberg data files both write through it; arrow-go reads what it
+// writes, and its tests hold it to that reader.
 //
 // It never touches storage decisions: it writes to an io.Writer it never closes, syncs or
 // names, so where a file goes, when it is durable and who may see it stay the caller's. It
@@ -12,11 +16,9 @@ package parquetw
 import (
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
 
 // Options are the settings of one file that differ between callers.
@@ -35,7 +37,7 @@ type Writer struct {
 	w      io.Writer
 	schema *arrow.Schema
 	opts   Options
-	cols   *columnsWriter // started by the first record, which decides the encodings
+	fw     *fileWriter // started by the first record, which decides the encodings
 }
 
 // NewWriter starts a file of records with schema on w. Close finishes it; w is never
@@ -58,66 +60,40 @@ func (e *Writer) Write(rec arrow.RecordBatch) error {
 			return fmt.Errorf("column %d (%s) is %s, schema has %s", i, f.Name, t, f.Type)
 		}
 	}
-	if e.cols == nil {
+	if e.fw == nil {
 		if err := e.start(rec); err != nil {
 			return err
 		}
 	}
-	return e.cols.write(rec)
+	return e.fw.add(rec)
 }
 
 // Close writes what is buffered and the file's footer.
 func (e *Writer) Close() error {
-	if e.cols == nil {
+	if e.fw == nil {
 		if err := e.start(nil); err != nil {
 			return err
 		}
 	}
-	if err := e.cols.close(); err != nil {
+	if err := e.fw.close(); err != nil {
 		return fmt.Errorf("parquet footer: %w", err)
 	}
 	return nil
 }
 
+// start decides the file's columns; sample, its first record (nil for an empty file),
+// decides which strings are dictionary encoded.
 func (e *Writer) start(sample arrow.RecordBatch) error {
-	// Every timestamp becomes microseconds: the cache's own unit, and the one unit every
-	// Parquet reader (Spark included) maps to its native timestamp type.
-	arrowProps := pqarrow.NewArrowWriterProperties(
-		pqarrow.WithCoerceTimestamps(arrow.Microsecond),
-		pqarrow.WithTruncatedTimestamps(true),
-	)
-	// The Parquet writer closes a sink that is an io.Closer; hiding Close keeps w the caller's.
-	cw, err := newColumnsWriter(struct{ io.Writer }{e.w}, e.schema, e.props(sample), arrowProps)
+	cols, err := columnsOf(e.schema, func(i int) bool {
+		return !slices.Contains(e.opts.Plain, e.schema.Field(i).Name) && (sample == nil || !mostlyDistinct(sample.Column(i)))
+	})
 	if err != nil {
 		return fmt.Errorf("parquet writer: %w", err)
 	}
-	e.cols = cw
+	fw, err := newFileWriter(e.w, cols, e.opts.RowGroupRows)
+	if err != nil {
+		return fmt.Errorf("parquet writer: %w", err)
+	}
+	e.fw = fw
 	return nil
-}
-
-// props are the writer settings of the file; sample, its first record (nil for an empty
-// file), decides which columns are dictionary encoded.
-func (e *Writer) props(sample arrow.RecordBatch) *parquet.WriterProperties {
-	opts := []parquet.WriterProperty{
-		parquet.WithCompression(compress.Codecs.Zstd),
-		// zstd's fastest level: on log rows it compresses as well as the default level (the
-		// pages are already dictionary or plain runs of similar values) at a third less CPU,
-		// and every zstd reader reads it.
-		parquet.WithCompressionLevel(1),
-		parquet.WithMaxRowGroupLength(e.opts.RowGroupRows),
-		// Min, max and null counts of every column chunk: readers prune row groups on them
-		// and Iceberg takes a data file's bounds from them.
-		parquet.WithStats(true),
-	}
-	for _, name := range e.opts.Plain {
-		opts = append(opts, parquet.WithDictionaryFor(name, false))
-	}
-	if sample != nil {
-		for i, f := range e.schema.Fields() {
-			if mostlyDistinct(sample.Column(i)) {
-				opts = append(opts, parquet.WithDictionaryFor(f.Name, false))
-			}
-		}
-	}
-	return parquet.NewWriterProperties(opts...)
 }
