@@ -13,8 +13,8 @@ const dictSample = 4096
 // dictionary for such a column until it overflows, hashing every value, and the file ends
 // up no smaller; plain values compress about as well. A column of a few thousand values
 // samples well below the bar (about 70% distinct for 5,000 values), so it keeps its
-// dictionary. A wrong guess costs size or time, never correctness. Only strings get
-// dictionaries: other columns are fixed-width, and zstd takes their repeats.
+// dictionary. A wrong guess costs size or time, never correctness. Only strings and
+// int64s get dictionaries: floats rarely repeat, and booleans are a bit each.
 func mostlyDistinct(col arrow.Array) bool {
 	if col.Len()-col.NullN() < dictSample/4 {
 		return false // too few values to tell
@@ -23,6 +23,10 @@ func mostlyDistinct(col arrow.Array) bool {
 	case *array.String:
 		return distinctSample(a, a.Value)
 	case *array.LargeString:
+		return distinctSample(a, a.Value)
+	case *array.Int64:
+		return distinctSample(a, a.Value)
+	case *array.Timestamp:
 		return distinctSample(a, a.Value)
 	}
 	return false

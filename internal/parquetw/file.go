@@ -68,7 +68,7 @@ func columnsOf(schema *arrow.Schema, dict func(i int) bool) ([]column, error) {
 		case *arrow.StringType, *arrow.LargeStringType:
 			c.phys, c.dict = physByteArray, dict(i)
 		case *arrow.Int64Type:
-			c.phys = physInt64
+			c.phys, c.dict = physInt64, dict(i)
 		case *arrow.Float64Type:
 			c.phys = physDouble
 		case *arrow.BooleanType:
@@ -76,7 +76,7 @@ func columnsOf(schema *arrow.Schema, dict func(i int) bool) ([]column, error) {
 		case *arrow.TimestampType:
 			// Every timestamp becomes microseconds: the cache's own unit, and the one every
 			// Parquet reader (Spark included) maps to its native timestamp type.
-			c.phys, c.timestamp = physInt64, true
+			c.phys, c.timestamp, c.dict = physInt64, true, dict(i)
 			switch t.Unit {
 			case arrow.Second:
 				c.tsMul = 1_000_000
