@@ -26,6 +26,11 @@ type batch struct {
 	times   *array.TimestampBuilder
 	cols    []*colBuilder
 	byName  map[string]int
+	// hints[k] is the column the k-th field of the last row with one went to: rows of a
+	// source mostly list their fields in one order, and a name compare is cheaper than
+	// hashing it.
+	hints   []int
+	pos     int           // index of the field being taken in the row being added
 	touched []*colBuilder // columns given a value in the row being added
 	rows    int
 	bytes   int // log bytes of the rows held, for the flush's memory bounds
@@ -37,7 +42,7 @@ type batch struct {
 
 type colBuilder struct {
 	Column
-	b array.Builder
+	b builder
 	// lastRows and lastData are the rows and string bytes the column held when record last
 	// took it, for reset to reserve.
 	lastRows, lastData int
@@ -94,7 +99,7 @@ func newBatch(ds *dataset) *batch {
 // at ingest; an error here means the log was corrupted after validation, or a bug: the
 // caller sets the row aside and goes on, and the batch is as it was before the call.
 func (b *batch) add(form byte, row []byte, seq, ingestedAtMicros int64) error {
-	b.touched, b.ovf = b.touched[:0], b.ovf[:0]
+	b.touched, b.ovf, b.pos = b.touched[:0], b.ovf[:0], 0
 	var err error
 	if form == formRows {
 		err = rowFields(row, b.field)
@@ -126,6 +131,8 @@ func (b *batch) add(form byte, row []byte, seq, ingestedAtMicros int64) error {
 
 // field takes one field of the row being added (row b.rows).
 func (b *batch) field(f jsonrow.Field) error {
+	pos := b.pos
+	b.pos++
 	if f.Kind == jsonrow.Null {
 		return nil
 	}
@@ -135,7 +142,7 @@ func (b *batch) field(f jsonrow.Field) error {
 	}
 	// A batch column named like the key has the dataset's type for that name, so when it
 	// accepts the value the full resolution would pick it too.
-	i, ok := b.byName[string(f.Key)]
+	i, ok := b.named(pos, f.Key)
 	if !ok || !b.cols[i].accepts(f.Kind, num) {
 		if i, ok = b.column(string(f.Key), f.Kind, num); !ok {
 			b.ovf = append(b.ovf, ',')
@@ -146,6 +153,23 @@ func (b *batch) field(f jsonrow.Field) error {
 	}
 	b.set(b.cols[i], b.rows, f.Kind, f.Raw, num)
 	return nil
+}
+
+// named is byName[key], tried first at the column the field at pos went to last time.
+func (b *batch) named(pos int, key []byte) (int, bool) {
+	if pos < len(b.hints) {
+		if i := b.hints[pos]; i >= 0 && b.cols[i].Name == string(key) {
+			return i, true
+		}
+	}
+	i, ok := b.byName[string(key)]
+	if ok {
+		for len(b.hints) <= pos {
+			b.hints = append(b.hints, -1)
+		}
+		b.hints[pos] = i
+	}
+	return i, ok
 }
 
 func (b *batch) set(c *colBuilder, row int, k jsonrow.Kind, raw []byte, num number) {
@@ -214,15 +238,22 @@ func (b *batch) column(key string, k jsonrow.Kind, n number) (int, bool) {
 		return i, true
 	}
 	c := &colBuilder{Column: Column{Name: name, Type: t}, setRow: -1}
-	c.b = array.NewBuilder(memory.DefaultAllocator, t.arrow())
+	if t == TypeString {
+		c.b = &stringCol{}
+	} else {
+		c.b = array.NewBuilder(memory.DefaultAllocator, t.arrow())
+	}
 	b.cols = append(b.cols, c)
+	if _, ok := b.byName[name]; ok {
+		b.hints = b.hints[:0] // they may name the column byName no longer does
+	}
 	b.byName[name] = len(b.cols) - 1
 	return len(b.cols) - 1, true
 }
 
 func (b *batch) appendValue(c *colBuilder) {
 	switch bl := c.b.(type) {
-	case *array.StringBuilder:
+	case *stringCol:
 		v := c.raw
 		if c.kind == jsonrow.String {
 			if bytes.IndexByte(v, '\\') < 0 {
@@ -233,7 +264,7 @@ func (b *batch) appendValue(c *colBuilder) {
 				v = b.scratch
 			}
 		}
-		bl.BinaryBuilder.Append(v)
+		bl.Append(v)
 	case *array.Int64Builder:
 		bl.Append(c.num.i)
 	case *array.Float64Builder:
@@ -288,7 +319,7 @@ func (b *batch) record(sc *arrow.Schema, logical func(string) string) (arrow.Rec
 			cb.AppendNulls(b.rows - n)
 		}
 		col.lastRows = b.rows
-		if sb, ok := cb.(*array.StringBuilder); ok {
+		if sb, ok := cb.(*stringCol); ok {
 			col.lastData = sb.DataLen()
 		}
 		a := cb.NewArray()
@@ -311,7 +342,7 @@ func (b *batch) reset() {
 	b.times.Reserve(b.rows)
 	for _, c := range b.cols {
 		c.b.Reserve(c.lastRows)
-		if sb, ok := c.b.(*array.StringBuilder); ok {
+		if sb, ok := c.b.(*stringCol); ok {
 			sb.ReserveData(c.lastData)
 		}
 	}

@@ -71,6 +71,10 @@ type chunk struct {
 	dictIdx  map[string]uint32
 	dictVals []string
 	dictData []byte
+	// The last string looked up: log columns repeat a value for many rows (a level, a
+	// service), and comparing with it is cheaper than hashing.
+	lastKey string
+	lastIdx uint32
 	// An int64 column's dictionary.
 	dictInts    map[int64]uint32
 	dictIntVals []int64
@@ -113,6 +117,7 @@ func (c *chunk) reset() {
 		clear(c.dictInts)
 	}
 	c.dictVals, c.dictData, c.dictIntVals, c.dictSize = c.dictVals[:0], nil, c.dictIntVals[:0], 0
+	c.lastKey, c.lastIdx = "", 0
 	c.pages, c.rawSize, c.numValues, c.nullCount = c.pages[:0], 0, 0, 0
 	c.encodings, c.stats = 0, bounds{}
 	c.resetPage()
@@ -219,6 +224,10 @@ func (c *chunk) addDefs(a arrow.Array, off, n int) {
 
 func (c *chunk) addString(s string) {
 	if c.dictOn {
+		if c.lastKey == s && len(c.dictVals) > 0 {
+			c.idx = append(c.idx, c.lastIdx)
+			return
+		}
 		j, ok := c.dictIdx[s]
 		if !ok {
 			start := len(c.dictData)
@@ -229,6 +238,7 @@ func (c *chunk) addString(s string) {
 			c.dictIdx[key] = j
 			c.dictSize += 4 + len(s)
 		}
+		c.lastKey, c.lastIdx = c.dictVals[j], j
 		c.idx = append(c.idx, j)
 		return
 	}
