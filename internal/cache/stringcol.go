@@ -75,8 +75,10 @@ func (s *stringCol) Reserve(n int) {
 	}
 }
 
+// ReserveData makes room for n bytes and an eighth more: a chunk a little larger than the
+// last would otherwise copy all of it to grow.
 func (s *stringCol) ReserveData(n int) {
-	if cap(s.data) < n {
+	if n += n / 8; cap(s.data) < n {
 		s.data = append(make([]byte, 0, n), s.data...)
 	}
 }
