@@ -125,7 +125,7 @@ func (c *chunk) reset() {
 
 func (c *chunk) resetPage() {
 	c.rows, c.nulls, c.boolBit = 0, 0, 0
-	c.defs, c.idx, c.plain = c.defs[:0], c.idx[:0], c.plain[:0]
+	c.defs, c.idx, c.plain = c.defs[:0], c.idx[:0], append(c.plain[:0], make([]byte, levelRoom)...)
 }
 
 // add appends rows [off, off+n) of a, an array of the column's type.
@@ -150,7 +150,7 @@ func (c *chunk) add(a arrow.Array, off, n int) error {
 			c.cutPage()
 			c.dictOn = false
 		}
-		if c.rows >= pageRows || len(c.plain) >= pageBytes {
+		if c.rows >= pageRows || len(c.plain)-levelRoom >= pageBytes {
 			c.cutPage()
 		}
 	}
@@ -248,6 +248,18 @@ func (c *chunk) addString(s string) {
 }
 
 func (c *chunk) addInt64s(a arrow.Array, vals []int64, off int, mul, div int64) {
+	if !c.dictOn && mul == div && a.NullN() == 0 && nativeLittleEndian && len(vals) > 0 {
+		// Plain int64s are the values' own bytes on a little-endian machine: the internal
+		// seq and time columns of every row take this path.
+		c.plain = append(c.plain, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(vals))), len(vals)*8)...)
+		lo, hi := vals[0], vals[0]
+		for _, v := range vals[1:] {
+			lo, hi = min(lo, v), max(hi, v)
+		}
+		c.stats.int64(lo)
+		c.stats.int64(hi)
+		return
+	}
 	for i, v := range vals {
 		if a.IsNull(off + i) {
 			continue
@@ -271,6 +283,8 @@ func (c *chunk) addInt64s(a arrow.Array, vals []int64, off int, mul, div int64) 
 	}
 }
 
+var nativeLittleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
 // dictLen is the number of values in the chunk's dictionary.
 func (c *chunk) dictLen() int { return len(c.dictVals) + len(c.dictIntVals) }
 
@@ -285,32 +299,44 @@ func (c *chunk) addBool(v bool) {
 	c.stats.bool(v)
 }
 
+// levelRoom is the room plain values leave before them for the page's definition levels,
+// enough for those of a page without nulls (a length and one run).
+const levelRoom = 16
+
 // cutPage compresses the current page into pages.
 func (c *chunk) cutPage() {
 	if c.rows == 0 {
 		return
 	}
-	body := c.scratch[:0]
+	levels := c.scratch[:0]
 	if c.col.nullable {
-		body = append(body, 0, 0, 0, 0)
+		levels = append(levels, 0, 0, 0, 0)
 		if c.nulls == 0 {
-			body = appendRun(body, 1, c.rows, 1)
+			levels = appendRun(levels, 1, c.rows, 1)
 		} else {
-			body = appendHybrid(body, c.defs, 1)
+			levels = appendHybrid(levels, c.defs, 1)
 		}
-		binary.LittleEndian.PutUint32(body, uint32(len(body)-4))
+		binary.LittleEndian.PutUint32(levels, uint32(len(levels)-4))
 	}
 	enc := int32(encPlain)
-	if c.dictOn && c.dictLen() > 0 {
+	var body []byte
+	switch {
+	case c.dictOn && c.dictLen() > 0:
 		enc = encRLEDictionary
 		width := max(bits.Len32(uint32(c.dictLen()-1)), 1)
-		body = append(body, byte(width))
+		body = append(levels, byte(width))
 		body = appendHybrid(body, c.idx, width)
-	} else {
-		body = append(body, c.plain...)
+		c.scratch = body
+	case len(levels) <= levelRoom:
+		// The levels go into the room left before the values, which saves copying a page
+		// of values behind them.
+		body = c.plain[levelRoom-len(levels):]
+		copy(body, levels)
+	default:
+		body = append(levels, c.plain[levelRoom:]...)
+		c.scratch = body
 	}
 	c.encodings |= 1 << enc
-	c.scratch = body
 	c.pages = c.writePage(c.pages, pageData, body, c.rows, enc)
 	c.numValues += int64(c.rows)
 	c.nullCount += int64(c.nulls)

@@ -134,8 +134,15 @@ func TestWriterRoundTrip(t *testing.T) {
 			recs = append(recs, buildRecord(schema, rows))
 		}
 		rgRows := rapid.Int64Range(1, 1000).Draw(t, "rowGroupRows")
+		// Records this small always sample as worth a dictionary; Plain takes the others.
+		var plain []string
+		for _, f := range fields {
+			if rapid.Bool().Draw(t, "plain") {
+				plain = append(plain, f.Name)
+			}
+		}
 		var buf bytes.Buffer
-		w := NewWriter(&buf, schema, Options{RowGroupRows: rgRows})
+		w := NewWriter(&buf, schema, Options{RowGroupRows: rgRows, Plain: plain})
 		for _, rec := range recs {
 			if err := w.Write(rec); err != nil {
 				t.Fatal(err)
