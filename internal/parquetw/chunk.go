@@ -207,10 +207,8 @@ func (c *chunk) addDefs(a arrow.Array, off, n int) {
 	if a.NullN() == 0 && c.nulls == 0 {
 		return // levels are materialised only once the page has a null
 	}
-	if c.nulls == 0 && len(c.defs) < c.rows {
-		for range c.rows {
-			c.defs = append(c.defs, 1)
-		}
+	for len(c.defs) < c.rows {
+		c.defs = append(c.defs, 1) // the page's rows so far, all values
 	}
 	for i := off; i < off+n; i++ {
 		if a.IsValid(i) {

@@ -103,13 +103,9 @@ func TestWriterRoundTrip(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		ncols := rapid.IntRange(1, 5).Draw(t, "ncols")
 		fields := make([]arrow.Field, ncols)
-		nulls := make([]int, ncols)
 		for c := range fields {
 			typ := rapid.SampledFrom(modelTypes).Draw(t, "type")
 			nullable := rapid.Bool().Draw(t, "nullable")
-			if nullable {
-				nulls[c] = rapid.SampledFrom([]int{0, 5, 50, 100}).Draw(t, "nulls")
-			}
 			fields[c] = arrow.Field{Name: fmt.Sprintf("c%d", c), Type: typ, Nullable: nullable,
 				Metadata: arrow.NewMetadata([]string{"PARQUET:field_id"}, []string{fmt.Sprint(c + 10)})}
 		}
@@ -118,6 +114,13 @@ func TestWriterRoundTrip(t *testing.T) {
 		var recs []arrow.RecordBatch
 		for r := range rapid.IntRange(0, 4).Draw(t, "records") {
 			n := rapid.IntRange(0, 700).Draw(t, "rows")
+			// The share of nulls varies by record, so pages see records with and without.
+			nulls := make([]int, ncols)
+			for c, f := range fields {
+				if f.Nullable {
+					nulls[c] = rapid.SampledFrom([]int{0, 0, 1, 5, 50, 100}).Draw(t, "nulls")
+				}
+			}
 			rows := make([][]value, n)
 			for i := range rows {
 				rows[i] = make([]value, ncols)
@@ -352,4 +355,36 @@ func containsEnc(encs []parquet.Encoding, e parquet.Encoding) bool {
 		}
 	}
 	return false
+}
+
+// TestLevelsAcrossRecords builds a page from records whose nulls come and go. A page's
+// levels are made only once it meets a null, and then must cover every row before it
+// exactly once: here a page begins inside a record whose only null went to the page
+// before (long values fill the first page in one slice), a record without nulls follows,
+// then one with a null.
+func TestLevelsAcrossRecords(t *testing.T) {
+	schema := arrow.NewSchema([]arrow.Field{{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true,
+		Metadata: arrow.NewMetadata([]string{"PARQUET:field_id"}, []string{"10"})}}, nil)
+	rows := func(n int, nullAt int) [][]value {
+		out := make([][]value, n)
+		for i := range out {
+			out[i] = []value{{ok: i != nullAt, s: fmt.Sprintf("%05d%s", i, strings.Repeat("z", 5000))}}
+		}
+		return out
+	}
+	var all [][]value
+	var buf bytes.Buffer
+	w := NewWriter(&buf, schema, Options{Plain: []string{"s"}})
+	for _, rs := range [][][]value{rows(600, 0), rows(10, -1), rows(10, 4)} {
+		rec := buildRecord(schema, rs)
+		if err := w.Write(rec); err != nil {
+			t.Fatal(err)
+		}
+		rec.Release()
+		all = append(all, rs...)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkFile(t, buf.Bytes(), schema, all, 64<<10)
 }
