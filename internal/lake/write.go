@@ -250,33 +250,6 @@ func (l *Lake) write(ctx context.Context, tbl *table.Table, c Commit) ([]iceberg
 	return files, nil
 }
 
-// writeRun writes records of one schema, releasing every one of them.
-func writeRun(ctx context.Context, tbl *table.Table, recs []arrow.RecordBatch, id uuid.UUID) ([]iceberg.DataFile, error) {
-	next := 0
-	it := func(yield func(arrow.RecordBatch, error) bool) {
-		for next < len(recs) {
-			r := recs[next]
-			next++
-			if !yield(r, nil) {
-				return
-			}
-		}
-	}
-	var files []iceberg.DataFile
-	var werr error
-	for df, err := range table.WriteRecords(ctx, tbl, recs[0].Schema(), it, table.WithWriteUUID(id), table.WithMaxWriteWorkers(1)) {
-		if err != nil {
-			werr = err
-			break
-		}
-		files = append(files, df)
-	}
-	for _, r := range recs[next:] {
-		r.Release() // never handed to the writer
-	}
-	return files, werr
-}
-
 // project turns a unit's cache records into records of the table's columns (field ids
 // attached), adding _hyp_source and _hyp_gateway.
 func (l *Lake) project(sc *iceberg.Schema, b Batch) ([]arrow.RecordBatch, error) {
