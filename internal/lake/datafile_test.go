@@ -326,3 +326,25 @@ func TestRunRollsAtTheTargetSize(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCommit exports one unit of 250k rows of one day into a local table per op.
+func BenchmarkCommit(b *testing.B) {
+	ctx := context.Background()
+	dir := b.TempDir()
+	l, err := Open(ctx, Options{Catalog: "sql", URI: "sqlite://" + filepath.Join(dir, "cat.db"), Warehouse: filepath.Join(dir, "w"), Namespace: "hyp", PartitionBy: "day", Gateway: "g"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	const rows = 250_000
+	rec := cacheRecord(b, 100_000, rows, arrow.PrimitiveTypes.Int64)
+	defer rec.Release()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		bt := Batch{Unit: Unit{Dataset: "logs", Partition: "source=web", First: int64(i) * rows, Last: int64(i+1)*rows - 1, Rows: rows}, Source: "web", Records: []arrow.RecordBatch{rec}}
+		if _, err := l.Commit(ctx, commitOf("g", bt)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*rows)/b.Elapsed().Seconds(), "rows/s")
+}
