@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
@@ -347,4 +349,77 @@ func BenchmarkCommit(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*rows)/b.Elapsed().Seconds(), "rows/s")
+}
+
+// TestSplitPartitions: rows go to the partition of their ingest time, partitions in the
+// order their first rows come, each partition's rows in their order, whatever the runs.
+func TestSplitPartitions(t *testing.T) {
+	sc := iceberg.NewSchema(0, iceberg.NestedField{ID: 2, Name: "_hyp_ingested_at", Type: iceberg.PrimitiveTypes.TimestampTz})
+	day := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	at := func(d, h int) *time.Time { v := day.AddDate(0, 0, d).Add(time.Duration(h) * time.Hour); return &v }
+	tests := []struct {
+		name  string
+		by    iceberg.Transform
+		times [][]*time.Time // per record; nil is a null ingest time
+		want  map[string][]int64
+		order []string
+	}{
+		{"day-one-run", iceberg.DayTransform{}, [][]*time.Time{{at(0, 1), at(0, 2)}, {at(0, 23)}},
+			map[string][]int64{"_hyp_ingested_at_day=2026-12-01": {0, 1, 2}}, []string{"_hyp_ingested_at_day=2026-12-01"}},
+		{"day-back-and-forth", iceberg.DayTransform{}, [][]*time.Time{{at(1, 0), at(0, 5), at(1, 3)}, {at(0, 6), at(2, 0)}},
+			map[string][]int64{"_hyp_ingested_at_day=2026-12-02": {0, 2}, "_hyp_ingested_at_day=2026-12-01": {1, 3}, "_hyp_ingested_at_day=2026-12-03": {4}},
+			[]string{"_hyp_ingested_at_day=2026-12-02", "_hyp_ingested_at_day=2026-12-01", "_hyp_ingested_at_day=2026-12-03"}},
+		{"hour", iceberg.HourTransform{}, [][]*time.Time{{at(0, 23), at(1, 0), at(1, 0)}},
+			map[string][]int64{"_hyp_ingested_at_hour=2026-12-01-23": {0}, "_hyp_ingested_at_hour=2026-12-02-00": {1, 2}},
+			[]string{"_hyp_ingested_at_hour=2026-12-01-23", "_hyp_ingested_at_hour=2026-12-02-00"}},
+		{"null", iceberg.HourTransform{}, [][]*time.Time{{nil, at(0, 0), nil}},
+			map[string][]int64{"_hyp_ingested_at_hour=null": {0, 2}, "_hyp_ingested_at_hour=2026-12-01-00": {1}},
+			[]string{"_hyp_ingested_at_hour=null", "_hyp_ingested_at_hour=2026-12-01-00"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			spec := iceberg.NewPartitionSpec(iceberg.PartitionField{SourceIDs: []int{2}, FieldID: 1000, Name: "_hyp_ingested_at_" + tt.by.String(), Transform: tt.by})
+			asc := arrow.NewSchema([]arrow.Field{
+				{Name: "_hyp_ingested_at", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}, Nullable: true},
+				{Name: "row", Type: arrow.PrimitiveTypes.Int64},
+			}, nil)
+			var recs []arrow.RecordBatch
+			row := int64(0)
+			for _, ts := range tt.times {
+				b := array.NewRecordBuilder(memory.DefaultAllocator, asc)
+				for _, v := range ts {
+					if v == nil {
+						b.Field(0).AppendNull()
+					} else {
+						b.Field(0).(*array.TimestampBuilder).Append(arrow.Timestamp(v.UnixMicro()))
+					}
+					b.Field(1).(*array.Int64Builder).Append(row)
+					row++
+				}
+				recs = append(recs, b.NewRecordBatch())
+				b.Release()
+			}
+			defer func() {
+				for _, r := range recs {
+					r.Release()
+				}
+			}()
+			parts, err := splitPartitions(sc, spec, recs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string][]int64{}
+			var order []string
+			for _, p := range parts {
+				order = append(order, p.path)
+				for _, r := range p.recs {
+					got[p.path] = append(got[p.path], r.Column(1).(*array.Int64).Int64Values()...)
+					r.Release()
+				}
+			}
+			if !slices.Equal(order, tt.order) || fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("partitions %v with rows %v, want %v with %v", order, got, tt.order, tt.want)
+			}
+		})
+	}
 }
