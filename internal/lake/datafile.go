@@ -88,7 +88,7 @@ func writeRun(ctx context.Context, tbl *table.Table, recs []arrow.RecordBatch, i
 		if err != nil {
 			return nil, err
 		}
-		paths, err := w.partition(loc, pid, p.recs)
+		paths, err := w.partition(ctx, loc, pid, p.recs)
 		if err != nil {
 			return nil, err
 		}
@@ -148,10 +148,16 @@ type runWriter struct {
 
 // partition writes the records of partition pid into files of about w.target bytes at most
 // and returns their locations.
-func (w *runWriter) partition(loc table.LocationProvider, pid int, recs []arrow.RecordBatch) ([]string, error) {
+func (w *runWriter) partition(ctx context.Context, loc table.LocationProvider, pid int, recs []arrow.RecordBatch) ([]string, error) {
 	var done []string
 	var cur *lakeFile
 	for _, rec := range recs {
+		if err := ctx.Err(); err != nil {
+			if cur != nil {
+				return nil, cur.abort(w.fs, err)
+			}
+			return nil, err
+		}
 		if cur == nil {
 			var err error
 			if cur, err = w.create(loc.NewDataLocation(fmt.Sprintf("%05d-%d-%s-%05d.parquet", pid, w.tasks, w.id, len(done)+1))); err != nil {
