@@ -22,7 +22,7 @@ import (
 
 // cacheRecord builds a record shaped like a cache scan: seqs first..first+n-1, a string
 // column msg, a column n of the given type, and a dotted column.
-func cacheRecord(t *testing.T, first int64, n int, nType arrow.DataType) arrow.RecordBatch {
+func cacheRecord(t testing.TB, first int64, n int, nType arrow.DataType) arrow.RecordBatch {
 	t.Helper()
 	ts := &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
 	sc := arrow.NewSchema([]arrow.Field{
