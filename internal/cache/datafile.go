@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
@@ -92,7 +91,7 @@ func (w *fileWriter) write(rdr array.RecordReader) ([]string, error) {
 			cur.discard()
 			return nil, fmt.Errorf("write %s: %w", cur.path, err)
 		}
-		if cur.cw.n >= w.target {
+		if cur.pw.Size() >= w.target {
 			if err := cur.finish(); err != nil {
 				return nil, err
 			}
@@ -124,7 +123,6 @@ type dataFile struct {
 	path string
 	f    *os.File
 	bw   *bufio.Writer
-	cw   *countingWriter
 	pw   *parquetw.Writer
 }
 
@@ -139,8 +137,7 @@ func (w *fileWriter) create() (*dataFile, error) {
 	// Page headers are small writes; the buffer is small because up to flushLimits.streams
 	// files are open at once.
 	d := &dataFile{path: path, f: f, bw: bufio.NewWriterSize(f, 64<<10)}
-	d.cw = &countingWriter{w: d.bw}
-	d.pw = parquetw.NewWriter(d.cw, w.sc, parquetw.Options{
+	d.pw = parquetw.NewWriter(d.bw, w.sc, parquetw.Options{
 		RowGroupRows: rowGroupRows,
 		// Unique per row, so a dictionary never pays off.
 		Plain: []string{SeqColumn, IngestedAtColumn},
@@ -170,15 +167,4 @@ func (d *dataFile) finish() error {
 func (d *dataFile) discard() {
 	_ = d.f.Close()
 	_ = os.Remove(d.path)
-}
-
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
 }

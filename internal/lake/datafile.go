@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"net/url"
@@ -168,7 +167,7 @@ func (w *runWriter) partition(ctx context.Context, loc table.LocationProvider, p
 		if err := cur.pw.Write(rec); err != nil {
 			return nil, cur.abort(w.fs, err)
 		}
-		if cur.cw.n >= w.target {
+		if cur.pw.Size() >= w.target {
 			if err := cur.finish(w.fs); err != nil {
 				return nil, err
 			}
@@ -189,7 +188,6 @@ type lakeFile struct {
 	path string
 	f    icebergio.FileWriter
 	bw   *bufio.Writer
-	cw   *countingWriter
 	pw   *parquetw.Writer
 }
 
@@ -201,8 +199,7 @@ func (w *runWriter) create(path string) (*lakeFile, error) {
 	// parquetw writes page by page; an S3 writer buffers its parts itself, a local file
 	// does not.
 	d := &lakeFile{path: path, f: f, bw: bufio.NewWriterSize(f, 256<<10)}
-	d.cw = &countingWriter{w: d.bw}
-	d.pw = parquetw.NewWriter(d.cw, w.schema, parquetw.Options{
+	d.pw = parquetw.NewWriter(d.bw, w.schema, parquetw.Options{
 		RowGroupRows: rowGroupRows,
 		// Unique per row, so a dictionary never pays off.
 		Plain: []string{cache.SeqColumn, cache.IngestedAtColumn},
@@ -236,17 +233,6 @@ func remove(fsys icebergio.WriteFileIO, path string) error {
 		return fmt.Errorf("remove %s: %w", path, err)
 	}
 	return nil
-}
-
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
 }
 
 // part is one partition's share of a run: slices of the run's records, in their order.

@@ -68,6 +68,15 @@ func (e *Writer) Write(rec arrow.RecordBatch) error {
 	return e.fw.add(rec)
 }
 
+// Size is the number of bytes written to w so far: a row group reaches w when it closes,
+// so callers rolling files at a target size see the file grow by row groups.
+func (e *Writer) Size() int64 {
+	if e.fw == nil {
+		return 0
+	}
+	return e.fw.off
+}
+
 // Close writes what is buffered and the file's footer.
 func (e *Writer) Close() error {
 	if e.fw == nil {
