@@ -32,6 +32,64 @@ type limits struct {
 	// inFlight is how many partitions a tick exports at once (0 or 1: one after the other);
 	// one partition never has more than one unit in flight.
 	inFlight int
+	// readAhead reads (and, for an encodingShipper, encodes) a partition's next unit while
+	// the current one ships (readAhead below).
+	readAhead bool
+}
+
+// readAhead is the next unit of a partition, read while the unit before it ships. It is
+// only a guess at what the partition's loop will read next: the loop takes it only for the
+// exact read it would otherwise make (same since, head and limits), so a rewind, an intent
+// left by a failure or a changed limit between the two units discards it. Its rows are
+// those a read after the ship would return, as a partition's rows above a seq do not change
+// (compaction rewrites files, not rows); the one difference is a forced prune while the unit
+// before it ships, whose rows it may still carry, as a unit already in flight does.
+type readAhead struct {
+	since, until int64
+	lim          limits
+	done         chan struct{}
+	rows         *unitRows
+	err          error
+}
+
+// startReadAhead reads p's rows in (since, until] within lim for shipping, in its own
+// goroutine.
+func (x *instance) startReadAhead(ctx context.Context, p Part, since, until int64, lim limits) *readAhead {
+	r := &readAhead{since: since, until: until, lim: lim, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		r.rows, r.err = x.readToShip(ctx, p, since, until, lim)
+	}()
+	return r
+}
+
+// take returns the rows read ahead if they are the read (since, until] within lim, and nil
+// otherwise (a failed read ahead included: the caller reads again, and reports what that
+// read finds). Either way r is used up.
+func (r *readAhead) take(since, until int64, lim limits) *unitRows {
+	if r == nil {
+		return nil
+	}
+	<-r.done
+	if r.err != nil || r.since != since || r.until != until || r.lim != lim {
+		r.discard()
+		return nil
+	}
+	rows := r.rows
+	r.rows = nil
+	return rows
+}
+
+// discard waits for the read and drops its rows; it does nothing on nil or a second call.
+func (r *readAhead) discard() {
+	if r == nil {
+		return
+	}
+	<-r.done
+	if r.rows != nil {
+		r.rows.release()
+		r.rows = nil
+	}
 }
 
 // unitRows is an export unit's rows as read from the cache: retained records until shipped,
@@ -268,6 +326,8 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 	k := watermark.Key{Instance: x.name, Dataset: p.Dataset, Partition: p.Partition}
 	lim := x.lim
 	log := x.log.With("dataset", p.Dataset, "partition", p.Partition)
+	var ahead *readAhead // the next unit's rows, read while a unit ships
+	defer func() { ahead.discard() }()
 	for {
 		if err := ctx.Err(); err != nil {
 			res.err = err
@@ -318,10 +378,16 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 			read := x.readToShip
 			if x.withheld(p) {
 				read = x.read
+				ahead.discard()
+			} else {
+				rows = ahead.take(st.Seq, head, lim)
 			}
-			if rows, err = read(ctx, p, st.Seq, head, lim); err != nil {
-				res.err = err
-				return res
+			ahead = nil
+			if rows == nil {
+				if rows, err = read(ctx, p, st.Seq, head, lim); err != nil {
+					res.err = err
+					return res
+				}
 			}
 			if rows.rows == 0 {
 				// Every row in (Seq, head] is gone from the cache (retention records such
@@ -362,6 +428,11 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 		}
 		if x.hooks.afterIntent != nil {
 			x.hooks.afterIntent(k, u)
+		}
+		ahead.discard() // one left by a unit that did not ship
+		ahead = nil
+		if lim.readAhead && u.Last < head {
+			ahead = x.startReadAhead(ctx, p, u.Last, head, lim)
 		}
 		n, err := x.shipUnit(ctx, p, u, rows)
 		rows.release()
