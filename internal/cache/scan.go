@@ -120,10 +120,12 @@ func (p *Partition) scan(ctx context.Context, since, until int64, fn func(arrow.
 // Batch sizes. A whole-file read (compaction) takes row-group-sized batches. A scan takes
 // smaller ones: its caller often wants only the next few thousand rows (a forward unit is
 // 10,000) and stops there, and every row of a batch is decoded whether it is taken or not,
-// so a 64k-row batch for a 10k-row unit decoded six rows for each one shipped.
+// so a 64k-row batch for a 10k-row unit decoded six rows for each one shipped. 5,000 divides
+// the sinks' unit sizes (10,000 and 250,000 rows), so a unit, which starts where its scan
+// seeks to, ends at the end of a batch.
 const (
 	fileBatchRows = 64 << 10
-	scanBatchRows = 4 << 10
+	scanBatchRows = 5000
 )
 
 // scanFile reads the rows of one data file with seq in (since, until] and hands them to fn
