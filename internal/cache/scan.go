@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -109,16 +110,34 @@ func (p *Partition) scan(ctx context.Context, since, until int64, fn func(arrow.
 	}
 	defer v.release()
 	for _, f := range v.files {
-		if err := scanFile(ctx, f.Path, v.schema, v.ids, since, until, &st, fn); err != nil {
+		if err := readFile(ctx, f.Path, v.schema, v.ids, since, until, scanBatchRows, &st, fn); err != nil {
 			return st, fmt.Errorf("scan %s/%s %s: %w", p.Dataset, p.Name(), f.Path, err)
 		}
 	}
 	return st, nil
 }
 
+// Batch sizes. A whole-file read (compaction) takes row-group-sized batches. A scan takes
+// smaller ones: its caller often wants only the next few thousand rows (a forward unit is
+// 10,000) and stops there, and every row of a batch is decoded whether it is taken or not,
+// so a 64k-row batch for a 10k-row unit decoded six rows for each one shipped. 5,000 divides
+// the sinks' unit sizes (10,000 and 250,000 rows), so a unit, which starts where its scan
+// seeks to, ends at the end of a batch.
+const (
+	fileBatchRows = 64 << 10
+	scanBatchRows = 5000
+)
+
 // scanFile reads the rows of one data file with seq in (since, until] and hands them to fn
 // laid out as out, whose column i is the file's column with field id ids[i].
-func scanFile(ctx context.Context, path string, out *arrow.Schema, ids []int, since, until int64, st *ScanStats, fn func(arrow.RecordBatch) error) (err error) {
+func scanFile(ctx context.Context, path string, out *arrow.Schema, ids []int, since, until int64, st *ScanStats, fn func(arrow.RecordBatch) error) error {
+	return readFile(ctx, path, out, ids, since, until, fileBatchRows, st, fn)
+}
+
+// readFile is scanFile in batches of batchRows. Rows of the first row group read that lie at
+// or below since are skipped without being decoded, so a scan that resumes in the middle of a
+// row group (the next unit of a partition) does not decode the rows before it again.
+func readFile(ctx context.Context, path string, out *arrow.Schema, ids []int, since, until int64, batchRows int64, st *ScanStats, fn func(arrow.RecordBatch) error) (err error) {
 	defer recoverDamage(&err)
 	pf, err := file.OpenParquetFile(path, false)
 	if err != nil {
@@ -143,7 +162,11 @@ func scanFile(ctx context.Context, path string, out *arrow.Schema, ids []int, si
 		return nil
 	}
 	st.RowGroupsRead += len(groups)
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 64 << 10, Parallel: false}, memory.DefaultAllocator)
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: batchRows, Parallel: false}, memory.DefaultAllocator)
+	if err != nil {
+		return err
+	}
+	skip, err := rowsThrough(ctx, fr, groups[0], seqCol, since)
 	if err != nil {
 		return err
 	}
@@ -152,6 +175,11 @@ func scanFile(ctx context.Context, path string, out *arrow.Schema, ids []int, si
 		return err
 	}
 	defer rr.Release()
+	if skip > 0 {
+		if err := rr.SeekToRow(skip); err != nil {
+			return fmt.Errorf("seek to row %d of row group %d: %w", skip, groups[0], err)
+		}
+	}
 	for rr.Next() {
 		rec := rr.RecordBatch()
 		st.RowsRead += rec.NumRows()
@@ -175,6 +203,43 @@ func scanFile(ctx context.Context, path string, out *arrow.Schema, ids []int, si
 		}
 	}
 	return rr.Err()
+}
+
+// rowsThrough counts the rows of row group g with seq <= since; they lead the group, which
+// is in seq order. A group whose seqs run without a gap is counted from its statistics;
+// another reads its seq column alone.
+func rowsThrough(ctx context.Context, fr *pqarrow.FileReader, g, seqCol int, since int64) (int64, error) {
+	rg := fr.ParquetReader().MetaData().RowGroup(g)
+	lo, hi, ok := rowGroupBounds(rg, seqCol)
+	switch {
+	case ok && lo > since:
+		return 0, nil
+	case ok && hi-lo+1 == rg.NumRows():
+		return since - lo + 1, nil
+	}
+	field := slices.IndexFunc(fr.Manifest.Fields, func(f pqarrow.SchemaField) bool { return f.ColIndex == seqCol })
+	if field < 0 {
+		return 0, fmt.Errorf("no %s field", SeqColumn)
+	}
+	col, err := fr.RowGroup(g).Column(field).Read(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("read %s of row group %d: %w", SeqColumn, g, err)
+	}
+	defer col.Release()
+	var n int64
+	for _, c := range col.Chunks() {
+		seqs, ok := c.(*array.Int64)
+		if !ok {
+			return 0, fmt.Errorf("%s is %s", SeqColumn, c.DataType())
+		}
+		vals := seqs.Int64Values()
+		k := sort.Search(len(vals), func(i int) bool { return vals[i] > since })
+		n += int64(k)
+		if k < len(vals) {
+			break
+		}
+	}
+	return n, nil
 }
 
 // rowGroupBounds are the min and max of an int64 (or timestamp) column in a row group.

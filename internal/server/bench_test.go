@@ -26,9 +26,11 @@ func BenchmarkParseRows(b *testing.B) {
 	body := forwardBody(benchRows)
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		if _, rerr := parseRows(body, 1, benchRows, cacheRows); rerr != nil {
+		ch, rerr := parseRows(body, 1, benchRows, cacheRows)
+		if rerr != nil {
 			b.Fatal(rerr.Msg)
 		}
+		ch.release() // as the handler does once the chunk is kept
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchRows), "ns/row")
 }
@@ -68,6 +70,7 @@ func BenchmarkClusterKeep(b *testing.B) {
 		if _, err := k.keep(context.Background(), "logs", fw, ch); err != nil {
 			b.Fatal(err)
 		}
+		ch.release()
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchRows), "ns/row")
 }

@@ -12,7 +12,8 @@ import (
 )
 
 // Cluster is cluster mode's shared store (SPEC 5); *cluster.Cluster implements it. Store
-// must be durable on return and report bad rows as *cache.InputError.
+// must be durable on return, report bad rows as *cache.InputError, and not retain ch.Rows
+// once it returns (they alias a reused request buffer).
 type Cluster interface {
 	Store(ctx context.Context, ch cluster.Chunk) (cluster.Stored, error)
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hyp-project/hyp/internal/cache"
@@ -137,7 +139,30 @@ type chunk struct {
 	rows []byte  // the rows one after another, in the form parseRows was asked for
 	ends []int   // ends[i] is the end of row i in rows
 	// ats[i] is row i's `_hyp_ingested_at` in Unix microseconds, 0 when it had none.
-	ats []int64
+	ats  []int64
+	kept [][]byte // without's result
+}
+
+// Chunks are reused: a unit of a forward sink is a few MB of rows, and allocating that
+// afresh for every request is most of what makes the server's garbage collector run.
+var chunks = sync.Pool{New: func() any { return new(chunk) }}
+
+// maxPooledRows caps the chunks kept for reuse, as httpbody caps its buffers: a forward
+// unit's rows fit well below it, and an occasional huge body should not pin its memory.
+const maxPooledRows = 8 << 20
+
+// minRowBytes is the shortest line parseRows accepts, `{"_hyp_ingest_seq":1}`: it bounds
+// the rows a body can hold, whatever range its sender declares.
+const minRowBytes = len(`{"` + cache.SeqColumn + `":1}`)
+
+// release hands c back for reuse; neither it nor any row of it may be used afterwards.
+func (c *chunk) release() {
+	if cap(c.rows) > maxPooledRows {
+		return
+	}
+	clear(c.kept) // so the pool does not hold row slices of the last body
+	*c = chunk{seqs: c.seqs[:0], rows: c.rows[:0], ends: c.ends[:0], ats: c.ats[:0], kept: c.kept[:0]}
+	chunks.Put(c)
 }
 
 // row is row i.
@@ -152,13 +177,13 @@ func (c *chunk) row(i int) []byte {
 // without returns the rows whose held flag is false, in order, every row for a nil held;
 // they alias c.rows.
 func (c *chunk) without(held []bool) [][]byte {
-	kept := make([][]byte, 0, len(c.seqs))
+	c.kept = c.kept[:0]
 	for i := range c.ends {
 		if held == nil || !held[i] {
-			kept = append(kept, c.row(i))
+			c.kept = append(c.kept, c.row(i))
 		}
 	}
-	return kept
+	return c.kept
 }
 
 // parseRows validates a chunk's NDJSON body against its declared range and rewrites each row
@@ -173,10 +198,20 @@ func (c *chunk) without(held []bool) [][]byte {
 // otherwise): the ledger records the range, so a range wider than the rows that prove it
 // would let one chunk claim seqs it never carried and turn a gateway's later rows into
 // "duplicates".
+//
+// The chunk comes from a pool; the caller may hand it back with release once done with it.
 func parseRows(body []byte, first, last int64, form rowForm) (*chunk, *httpbody.Error) {
+	c := chunks.Get().(*chunk)
 	// Either form is about the size of the JSON: the row form spends a length per field
 	// instead of quotes and separators, and the two fields that go make room for it.
-	c := &chunk{rows: make([]byte, 0, len(body)+len(body)/8+64)}
+	c.rows = slices.Grow(c.rows[:0], len(body)+len(body)/8+64)
+	// The declared range bounds the rows too, but only once parsed: the headers' seqs are
+	// non-negative with first <= last, so last-first does not overflow, though +1 might.
+	n := len(body)/minRowBytes + 1
+	if last-first < int64(n) {
+		n = int(last-first) + 1
+	}
+	c.seqs, c.ends, c.ats = slices.Grow(c.seqs[:0], n), slices.Grow(c.ends[:0], n), slices.Grow(c.ats[:0], n)
 	var sc jsonrow.Scanner
 	var scratch []byte // a decoded `_hyp_ingested_at`
 	prev := int64(0)
@@ -270,18 +305,22 @@ func parseRows(body []byte, first, last int64, form rowForm) (*chunk, *httpbody.
 		c.ends = append(c.ends, len(c.rows))
 		return nil
 	})
-	if err != nil {
+	var rerr *httpbody.Error
+	switch {
+	case err != nil:
 		// Lines returns only the callback's errors, and those are all numbered rowErrs.
 		re := atLine(0, err)
-		return nil, &httpbody.Error{Status: http.StatusBadRequest, Kind: re.kind, Line: re.line, Msg: re.msg}
-	}
-	switch {
+		rerr = &httpbody.Error{Status: http.StatusBadRequest, Kind: re.kind, Line: re.line, Msg: re.msg}
 	case len(c.seqs) == 0:
-		return nil, &httpbody.Error{Status: http.StatusBadRequest, Kind: "bad_seq_range",
+		rerr = &httpbody.Error{Status: http.StatusBadRequest, Kind: "bad_seq_range",
 			Msg: fmt.Sprintf("%s %d-%d, but the chunk has no rows", headerSeqRange, first, last)}
 	case prev != last:
-		return nil, &httpbody.Error{Status: http.StatusBadRequest, Kind: "bad_seq_range", Line: lastLine,
+		rerr = &httpbody.Error{Status: http.StatusBadRequest, Kind: "bad_seq_range", Line: lastLine,
 			Msg: fmt.Sprintf("%s declares %d-%d, but the last row's %s is %d", headerSeqRange, first, last, cache.SeqColumn, prev)}
+	}
+	if rerr != nil {
+		c.release()
+		return nil, rerr
 	}
 	return c, nil
 }

@@ -63,7 +63,8 @@ import (
 
 // Store is the server's own cache; *cache.Cache implements it.
 //
-// IngestPartitionRows must be atomic and durable on return, and report bad input as
+// IngestPartitionRows must not retain rows once it returns (they are a reused request
+// buffer), must be atomic and durable on return, and report bad input as
 // *cache.InputError (nothing stored); any other error leaves it unknown whether the rows were
 // stored. Flush must make every row IngestPartitionRows returned for visible to Scan and
 // Status.
@@ -202,13 +203,15 @@ func (h *handler) ingest(w http.ResponseWriter, r *http.Request, dataset string)
 	if rerr != nil {
 		return h.poison(w, dataset, fw, rerr)
 	}
+	defer ch.release()
 	return h.commit(r.Context(), w, dataset, fw, ch)
 }
 
 // keeper stores the rows of a validated chunk that no earlier chunk stored, once per
 // (gateway, dataset, partition, seq), and records the chunk's span, all durable before it
 // returns. A *httpbody.Error is poison the sender must quarantine; any other error is
-// retryable and leaves nothing stored twice on the retry.
+// retryable and leaves nothing stored twice on the retry. The chunk is reused once keep
+// returns, so keep must not retain it or any row of it.
 type keeper interface {
 	keep(ctx context.Context, dataset string, fw forward, ch *chunk) (accepted int, err error)
 }

@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -32,6 +33,131 @@ type limits struct {
 	// inFlight is how many partitions a tick exports at once (0 or 1: one after the other);
 	// one partition never has more than one unit in flight.
 	inFlight int
+	// readAhead reads (and, for an encodingShipper, encodes) a partition's next unit while
+	// the current one ships (readAhead below).
+	readAhead bool
+}
+
+// readAhead reads a partition's next units while the loop ships the one before: one scan
+// of (since, until] cut into units as read would cut them, one unit ahead of the loop, so
+// the scan's file and position carry from one unit to the next instead of every unit
+// opening the file again and seeking to its first row. The units are only a guess at what
+// the loop reads next: it takes one only for the exact read it would otherwise make (same
+// since, until and limits), so a rewind, an intent left by a failure or a changed limit
+// discards the rest. Their rows are those a read after the ship would return, as a
+// partition's rows above a seq do not change (compaction rewrites files, not rows); the one
+// difference is a forced prune while a unit ships, whose rows the next unit may still
+// carry, as the unit already in flight does. The scan holds its generation of the
+// partition until discard, as any scan does while it runs.
+type readAhead struct {
+	until  int64
+	lim    limits
+	since  int64 // the since of the next unit on units
+	units  chan aheadUnit
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// aheadUnit is one unit of the read ahead, or the error that ended it.
+type aheadUnit struct {
+	rows *unitRows
+	err  error
+}
+
+// startReadAhead starts reading p's units in (since, until] within lim for shipping.
+func (x *instance) startReadAhead(ctx context.Context, p Part, since, until int64, lim limits) *readAhead {
+	ctx, cancel := context.WithCancel(ctx)
+	r := &readAhead{until: until, lim: lim, since: since, units: make(chan aheadUnit), cancel: cancel, done: make(chan struct{})}
+	enc, _ := x.ship.(encodingShipper)
+	go func() {
+		defer close(r.done)
+		defer close(r.units)
+		send := func(au aheadUnit) error {
+			select {
+			case r.units <- au:
+				return nil
+			case <-ctx.Done():
+				if au.rows != nil {
+					au.rows.release()
+				}
+				return ctx.Err()
+			}
+		}
+		b := unitBuilder{u: &unitRows{}, lim: lim, enc: enc}
+		_, err := x.cache.Scan(ctx, p.Dataset, p.Partition, since, until, func(rec arrow.RecordBatch) error {
+			if rec.NumRows() == 0 {
+				return nil
+			}
+			rec = exported(rec)
+			defer rec.Release()
+			for {
+				took, full, err := b.add(ctx, rec)
+				if err != nil || !full {
+					return err
+				}
+				unit := b.u
+				b = unitBuilder{u: &unitRows{}, lim: lim, enc: enc}
+				if err := send(aheadUnit{rows: unit}); err != nil {
+					return err
+				}
+				if took == rec.NumRows() {
+					return nil
+				}
+				rest := rec.NewSlice(took, rec.NumRows())
+				defer rest.Release()
+				rec = rest
+			}
+		})
+		switch {
+		case err != nil:
+			b.u.release()
+			if ctx.Err() == nil {
+				_ = send(aheadUnit{err: err})
+			}
+		case b.u.rows > 0:
+			_ = send(aheadUnit{rows: b.u})
+		}
+	}()
+	return r
+}
+
+// take returns the next unit read ahead if it is the read (since, until] within lim, and
+// nil otherwise (a failed read included: the caller reads again, and reports what that
+// read finds), in which case r is used up.
+func (r *readAhead) take(since, until int64, lim limits) *unitRows {
+	if r == nil {
+		return nil
+	}
+	if r.since != since || r.until != until || r.lim != lim {
+		r.discard()
+		return nil
+	}
+	au, ok := <-r.units
+	if !ok || au.err != nil {
+		r.discard()
+		return nil
+	}
+	r.since = au.rows.last
+	return au.rows
+}
+
+// follows reports whether r's next unit is the one after a unit ending at since, so that
+// r can go on once that unit is decided.
+func (r *readAhead) follows(since int64) bool { return r != nil && r.since == since }
+
+// discard stops the read and drops the units it holds; it does nothing on nil or a second
+// call.
+func (r *readAhead) discard() {
+	if r == nil {
+		return
+	}
+	r.cancel()
+	for au := range r.units {
+		if au.rows != nil {
+			au.rows.release()
+		}
+	}
+	<-r.done
 }
 
 // unitRows is an export unit's rows as read from the cache: retained records until shipped,
@@ -121,76 +247,90 @@ func (x *instance) readToShip(ctx context.Context, p Part, since, until int64, l
 }
 
 func (x *instance) readInto(ctx context.Context, p Part, since, until int64, lim limits, enc encodingShipper) (*unitRows, error) {
-	u := &unitRows{}
-	var bytes int64
+	b := unitBuilder{u: &unitRows{}, lim: lim, enc: enc}
 	_, err := x.cache.Scan(ctx, p.Dataset, p.Partition, since, until, func(rec arrow.RecordBatch) error {
-		n := rec.NumRows()
-		if n == 0 {
+		if rec.NumRows() == 0 {
 			return nil
 		}
 		rec = exported(rec)
 		defer rec.Release()
-		if u.schema == nil {
-			u.schema = rec.Schema()
-		}
-		per := recordBytes(rec) / max(n, 1)
-		take := n
-		if room := lim.rows - u.rows; take > room {
-			take = room
-		}
-		if lim.bytes > 0 && per > 0 {
-			if room := (lim.bytes - bytes) / per; take > room {
-				take = max(room, 0)
-			}
-		}
-		if take == 0 && u.rows == 0 {
-			take = 1 // one row larger than the budget still travels alone
-		}
-		if take > 0 {
-			part := rec
-			if take < n {
-				part = rec.NewSlice(0, take)
-			} else {
-				rec.Retain()
-			}
-			seqs, err := seqColumn(part)
-			if err != nil {
-				part.Release()
-				return err
-			}
-			if u.rows == 0 {
-				u.first = seqs.Value(0)
-			}
-			u.last = seqs.Value(int(take) - 1)
-			if enc != nil && u.enc == nil {
-				if u.enc, err = enc.encode(u.schema); err != nil {
-					// The rows are kept instead, so the ship fails on the same error and
-					// the unit is recorded as failing like any other that cannot be written.
-					u.enc, enc = nil, nil
-				}
-			}
-			if u.enc == nil {
-				u.recs = append(u.recs, part)
-			} else {
-				err = u.enc.add(ctx, part)
-				part.Release()
-				if err != nil {
-					return err
-				}
-			}
-			u.rows += take
-			bytes += per * take
-		}
-		if take < n || u.rows >= lim.rows {
-			return errStop
+		if _, full, err := b.add(ctx, rec); err != nil || full {
+			return cmp.Or(err, errStop)
 		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, errStop) {
-		u.release()
+		b.u.release()
 		return nil, err
 	}
-	return u, nil
+	return b.u, nil
+}
+
+// unitBuilder collects one unit's rows, record by record in seq order, within lim; with an
+// encodingShipper it encodes them as they come.
+type unitBuilder struct {
+	u     *unitRows
+	bytes int64
+	lim   limits
+	enc   encodingShipper
+}
+
+// add takes the leading rows of rec that fit the unit and returns how many it took; full
+// means the unit takes no more rows (it took fewer than rec's, or reached lim.rows).
+func (b *unitBuilder) add(ctx context.Context, rec arrow.RecordBatch) (took int64, full bool, err error) {
+	u, n := b.u, rec.NumRows()
+	if u.schema == nil {
+		u.schema = rec.Schema()
+	}
+	per := recordBytes(rec) / max(n, 1)
+	take := n
+	if room := b.lim.rows - u.rows; take > room {
+		take = room
+	}
+	if b.lim.bytes > 0 && per > 0 {
+		if room := (b.lim.bytes - b.bytes) / per; take > room {
+			take = max(room, 0)
+		}
+	}
+	if take == 0 && u.rows == 0 {
+		take = 1 // one row larger than the budget still travels alone
+	}
+	if take > 0 {
+		part := rec
+		if take < n {
+			part = rec.NewSlice(0, take)
+		} else {
+			rec.Retain()
+		}
+		seqs, err := seqColumn(part)
+		if err != nil {
+			part.Release()
+			return 0, false, err
+		}
+		if u.rows == 0 {
+			u.first = seqs.Value(0)
+		}
+		u.last = seqs.Value(int(take) - 1)
+		if b.enc != nil && u.enc == nil {
+			if u.enc, err = b.enc.encode(u.schema); err != nil {
+				// The rows are kept instead, so the ship fails on the same error and
+				// the unit is recorded as failing like any other that cannot be written.
+				u.enc, b.enc = nil, nil
+			}
+		}
+		if u.enc == nil {
+			u.recs = append(u.recs, part)
+		} else {
+			err = u.enc.add(ctx, part)
+			part.Release()
+			if err != nil {
+				return 0, false, err
+			}
+		}
+		u.rows += take
+		b.bytes += per * take
+	}
+	return take, take < n || u.rows >= b.lim.rows, nil
 }
 
 // exported returns rec with the columns an export carries (SPEC 6): the user columns
@@ -268,6 +408,8 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 	k := watermark.Key{Instance: x.name, Dataset: p.Dataset, Partition: p.Partition}
 	lim := x.lim
 	log := x.log.With("dataset", p.Dataset, "partition", p.Partition)
+	var ahead *readAhead // the next unit's rows, read while a unit ships
+	defer func() { ahead.discard() }()
 	for {
 		if err := ctx.Err(); err != nil {
 			res.err = err
@@ -318,10 +460,16 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 			read := x.readToShip
 			if x.withheld(p) {
 				read = x.read
+				ahead.discard()
+				ahead = nil
+			} else if rows = ahead.take(st.Seq, head, lim); rows == nil {
+				ahead = nil // used up
 			}
-			if rows, err = read(ctx, p, st.Seq, head, lim); err != nil {
-				res.err = err
-				return res
+			if rows == nil {
+				if rows, err = read(ctx, p, st.Seq, head, lim); err != nil {
+					res.err = err
+					return res
+				}
 			}
 			if rows.rows == 0 {
 				// Every row in (Seq, head] is gone from the cache (retention records such
@@ -362,6 +510,13 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 		}
 		if x.hooks.afterIntent != nil {
 			x.hooks.afterIntent(k, u)
+		}
+		if !ahead.follows(u.Last) {
+			ahead.discard() // one left by a unit that did not ship
+			ahead = nil
+			if lim.readAhead && u.Last < head {
+				ahead = x.startReadAhead(ctx, p, u.Last, head, lim)
+			}
 		}
 		n, err := x.shipUnit(ctx, p, u, rows)
 		rows.release()

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
+
+	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/hyp-project/hyp/internal/fsutil"
 	"github.com/hyp-project/hyp/internal/partition"
@@ -47,38 +50,50 @@ func encodeNDJSON(rows *unitRows) ([]byte, error) {
 	if rows.rows == 0 {
 		return nil, nil
 	}
-	enc, err := rowjson.NewEncoder(rows.schema)
+	b, err := newNDJSONBody(rows.schema)
 	if err != nil {
 		return nil, err
 	}
-	body := make([]byte, 0, ndjsonSize(rows))
 	for _, rec := range rows.recs {
-		for i := 0; i < int(rec.NumRows()); i++ {
-			body = enc.AppendRow(body, rec, i)
-			body = append(body, '\n')
-		}
+		b.append(rec)
 	}
-	return body, nil
+	return b.body, nil
 }
 
-// ndjsonSize estimates the NDJSON text of rows from their Arrow buffers plus a key per field
-// per row, so a unit's body is allocated about once instead of doubling its way up (a
-// 10,000-row unit is a few MB, and each regrowth copies and zeroes all of it).
-func ndjsonSize(rows *unitRows) int {
-	keys := 0
-	for _, f := range rows.schema.Fields() {
-		keys += len(f.Name) + 6 // quotes, colon, comma, and a value's quotes
+// ndjsonBody is a unit's NDJSON text, appended record by record.
+type ndjsonBody struct {
+	enc  *rowjson.Encoder
+	keys int // the text every row spends on its keys and separators
+	body []byte
+}
+
+func newNDJSONBody(schema *arrow.Schema) (*ndjsonBody, error) {
+	enc, err := rowjson.NewEncoder(schema)
+	if err != nil {
+		return nil, err
 	}
-	n := 0
-	for _, rec := range rows.recs {
-		n += int(rec.NumRows()) * (keys + 2)
-		for _, col := range rec.Columns() {
-			for _, b := range col.Data().Buffers() {
-				if b != nil {
-					n += b.Len()
-				}
+	b := &ndjsonBody{enc: enc}
+	for _, f := range schema.Fields() {
+		b.keys += len(f.Name) + 6 // quotes, colon, comma, and a value's quotes
+	}
+	return b, nil
+}
+
+// append encodes rec's rows. The body grows ahead by an estimate of rec's text (its Arrow
+// buffers plus the keys), so a unit's body is allocated a few times instead of doubling its
+// way up from nothing.
+func (b *ndjsonBody) append(rec arrow.RecordBatch) {
+	n := int(rec.NumRows()) * (b.keys + 2)
+	for _, col := range rec.Columns() {
+		for _, buf := range col.Data().Buffers() {
+			if buf != nil {
+				n += buf.Len()
 			}
 		}
 	}
-	return n + n/8
+	b.body = slices.Grow(b.body, n+n/8)
+	for i := 0; i < int(rec.NumRows()); i++ {
+		b.body = b.enc.AppendRow(b.body, rec, i)
+		b.body = append(b.body, '\n')
+	}
 }

@@ -27,10 +27,12 @@ import (
 // A forward sink keeps a few partitions' units in flight: one request at a time leaves
 // both ends idle while the other works (encoding and compressing here, parsing and fsyncs
 // there, which the server groups across concurrent requests). A few suffice to overlap
-// them, and each holds a unit in memory. Blob units are large enough to keep a destination
-// busy one at a time.
+// them, and each holds a unit in memory. Within one partition, which ships one unit at a
+// time, the next unit is read and encoded while the current one is in flight, so a single
+// partition's backlog keeps both ends busy too; that holds a second unit in memory per
+// partition. Blob units are large enough to keep a destination busy one at a time.
 var (
-	forwardLimits = limits{rows: 10_000, bytes: 4 << 20, inFlight: 4}
+	forwardLimits = limits{rows: 10_000, bytes: 4 << 20, inFlight: 4, readAhead: true}
 	blobLimits    = limits{rows: 250_000, bytes: 256 << 20}
 )
 
@@ -157,10 +159,37 @@ func (fc forwardCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-func (f *forwardShipper) ship(ctx context.Context, p Part, u watermark.Unit, rows *unitRows) (int64, error) {
-	body, err := encodeNDJSON(rows)
+// encode makes the forward shipper an encodingShipper: a unit's NDJSON is written as its
+// rows are read, so the read-ahead of the next unit (limits.readAhead) encodes it too while
+// this one is in flight.
+func (f *forwardShipper) encode(schema *arrow.Schema) (unitEncoding, error) {
+	b, err := newNDJSONBody(schema)
 	if err != nil {
-		return 0, err
+		return nil, err
+	}
+	return &forwardBody{b: b}, nil
+}
+
+// forwardBody is a forward unit's body under way.
+type forwardBody struct{ b *ndjsonBody }
+
+func (e *forwardBody) add(_ context.Context, rec arrow.RecordBatch) error {
+	e.b.append(rec)
+	return nil
+}
+
+func (e *forwardBody) discard() { e.b.body = nil }
+
+func (f *forwardShipper) ship(ctx context.Context, p Part, u watermark.Unit, rows *unitRows) (int64, error) {
+	var body []byte
+	if e, ok := rows.enc.(*forwardBody); ok {
+		body = e.b.body
+	} else {
+		// Rows read without encoding (encode failed, and fails here again).
+		var err error
+		if body, err = encodeNDJSON(rows); err != nil {
+			return 0, err
+		}
 	}
 	// The declared range is the span of the rows read, not the unit's recorded bounds: a
 	// unit re-read from its intent may have lost its first rows to a forced prune or a
