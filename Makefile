@@ -120,6 +120,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDifferentialMetrics$$' -fuzztime $(FUZZTIME) ./internal/otlp
 	$(GO) test -run '^$$' -fuzz '^FuzzDifferentialTraces$$' -fuzztime $(FUZZTIME) ./internal/otlp
 	$(GO) test -run '^$$' -fuzz '^FuzzSpecial$$' -fuzztime $(FUZZTIME) ./internal/otlp
+	$(GO) test -run '^$$' -fuzz '^FuzzDecimal$$' -fuzztime $(FUZZTIME) ./internal/otlp
 	$(GO) test -run '^$$' -fuzz '^FuzzSegment$$' -fuzztime $(FUZZTIME) ./internal/partition
 	$(GO) test -run '^$$' -fuzz '^FuzzSanitizeSource$$' -fuzztime $(FUZZTIME) ./internal/partition
 	$(GO) test -run '^$$' -fuzz '^FuzzReadOnlyGuard$$' -fuzztime $(FUZZTIME) ./internal/query
