@@ -489,7 +489,10 @@ func Read(path string, fn func(off int64, payload []byte) error, damaged func(Da
 		return 0, fmt.Errorf("wal: open %s: %w", path, err)
 	}
 	defer f.Close()
-	r := bufio.NewReaderSize(f, 1<<20)
+	// Smaller than a typical record on purpose: bufio hands a read at least as large as its
+	// buffer straight to the file, so most of a record's bytes are copied once, from the
+	// page cache into payload, rather than through the buffer as well.
+	r := bufio.NewReaderSize(f, 64<<10)
 	var off, end int64
 	var hdr [frameHeader]byte
 	var payload []byte

@@ -344,3 +344,27 @@ func TestAppendFuncRefusesEmptyRecords(t *testing.T) {
 		t.Fatalf("read back %q, damage %v", got, dmg)
 	}
 }
+
+// BenchmarkRead reads back a segment of 300 kB records, the size of a 1,000-row request,
+// as the flush does. b.N is segments.
+func BenchmarkRead(b *testing.B) {
+	dir := b.TempDir()
+	l, _, _ := Open(dir, first, nil)
+	payload := bytes.Repeat([]byte("x"), 300<<10)
+	var tk uint64
+	for range 100 {
+		tk, _ = l.Append(payload, 0)
+	}
+	if err := l.Wait(tk); err != nil {
+		b.Fatal(err)
+	}
+	l.Close()
+	segs, _ := List(dir)
+	b.SetBytes(100 * int64(len(payload)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Read(segs[0].Path, func(int64, []byte) error { return nil }, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
