@@ -174,7 +174,9 @@ func (c *Cache) Ingest(dataset, source string, body []byte) (Result, error) {
 		if fixed != nil {
 			fixed.body, at = beginRow(fixed.body)
 		}
-		err := sc.Object(line, func(f jsonrow.Field) error {
+		// Fields, not Object: a bad line fails the whole request, so what the callback
+		// wrote for a line that is then rejected is never stored.
+		err := sc.Fields(line, func(f jsonrow.Field) error {
 			if !printableASCII(f.Key) {
 				if msg := CheckFieldName(f.Key); msg != "" {
 					return &InputError{Kind: "bad_field", Line: lineNo, Msg: msg}
