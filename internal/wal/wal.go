@@ -253,7 +253,14 @@ func (l *Log) openSegment(i uint64) error {
 // uses them only to tell Rotate where the sealed segment ends. An empty payload is
 // refused: a run of zero bytes would otherwise read as intact empty records.
 func (l *Log) Append(payload []byte, pos int64) (uint64, error) {
+	if len(payload) == 0 || len(payload) > MaxRecord {
+		return 0, recordSizeError(len(payload))
+	}
 	return l.AppendFunc(func(dst []byte) []byte { return append(dst, payload...) }, pos)
+}
+
+func recordSizeError(n int) error {
+	return fmt.Errorf("wal: record of %d bytes is outside 1..%d", n, MaxRecord)
 }
 
 // AppendFunc is Append for a payload that encode appends to dst, so that an owner that
@@ -273,7 +280,7 @@ func (l *Log) AppendFunc(encode func(dst []byte) []byte, pos int64) (uint64, err
 	l.buf = encode(append(l.buf, make([]byte, frameHeader)...))
 	if n := len(l.buf) - at - frameHeader; n == 0 || n > MaxRecord {
 		l.buf = l.buf[:at]
-		return 0, fmt.Errorf("wal: record of %d bytes is outside 1..%d", n, MaxRecord)
+		return 0, recordSizeError(n)
 	}
 	putHeader(l.buf[at:])
 	l.bufPos = pos
