@@ -169,7 +169,7 @@ func (w *jsonWriter) appendTime(b []byte, ts uint64) []byte {
 	if nsec != 0 {
 		var frac [10]byte
 		frac[0] = '.'
-		// The last digit alone, then pairs: five divisions where one a digit would be nine.
+		// The last digit alone, then pairs: five divisions instead of nine.
 		frac[9] = byte('0' + nsec%10)
 		nsec /= 10
 		for i := 8; i > 0; i -= 2 {
