@@ -103,6 +103,7 @@ FUZZTIME ?= 60s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzKey$$' -fuzztime $(FUZZTIME) ./internal/blob
 	$(GO) test -run '^$$' -fuzz '^FuzzPhysicalName$$' -fuzztime $(FUZZTIME) ./internal/cache
+	$(GO) test -run '^$$' -fuzz '^FuzzPrintableASCII$$' -fuzztime $(FUZZTIME) ./internal/cache
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/config
 	$(GO) test -run '^$$' -fuzz '^FuzzExpand$$' -fuzztime $(FUZZTIME) ./internal/config
 	$(GO) test -run '^$$' -fuzz '^FuzzParseDuration$$' -fuzztime $(FUZZTIME) ./internal/config
@@ -120,6 +121,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDifferentialMetrics$$' -fuzztime $(FUZZTIME) ./internal/otlp
 	$(GO) test -run '^$$' -fuzz '^FuzzDifferentialTraces$$' -fuzztime $(FUZZTIME) ./internal/otlp
 	$(GO) test -run '^$$' -fuzz '^FuzzSpecial$$' -fuzztime $(FUZZTIME) ./internal/otlp
+	$(GO) test -run '^$$' -fuzz '^FuzzDecimal$$' -fuzztime $(FUZZTIME) ./internal/otlp
 	$(GO) test -run '^$$' -fuzz '^FuzzSegment$$' -fuzztime $(FUZZTIME) ./internal/partition
 	$(GO) test -run '^$$' -fuzz '^FuzzSanitizeSource$$' -fuzztime $(FUZZTIME) ./internal/partition
 	$(GO) test -run '^$$' -fuzz '^FuzzReadOnlyGuard$$' -fuzztime $(FUZZTIME) ./internal/query

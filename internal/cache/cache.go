@@ -119,7 +119,6 @@ type Cache struct {
 	nextSeq  int64
 	reserved int64 // seqs below this may have been issued (seq.json)
 	lastAt   int64 // µs; ingest times never go backwards
-	enc      []byte
 
 	flushMu sync.Mutex
 	pending []wal.Segment // sealed, not yet flushed

@@ -2,7 +2,9 @@ package cache
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"sync"
 
 	"github.com/hyp-project/hyp/internal/jsonrow"
 	"github.com/hyp-project/hyp/internal/partition"
@@ -64,6 +66,46 @@ type grouper struct {
 	// size is the request's bytes: the first group, most often the only one, is given room
 	// for all of them at once rather than growing by doubling.
 	size int
+	// pooled is the first group's body when it came from groupBodies, for release.
+	pooled *[]byte
+}
+
+// groupBodies keeps the first group body of an ingest request between requests: it is about
+// the size of the request, so allocating it afresh (a large, zeroed allocation) for every
+// request was a good part of what validating one cost, and most of the garbage ingest made.
+var groupBodies sync.Pool
+
+// maxPooledBody bounds the bodies groupBodies keeps, so one huge request does not stay
+// pinned in the pool.
+const maxPooledBody = 4 << 20
+
+// firstBody is a body with room for size bytes, from groupBodies when one is there.
+func (g *grouper) firstBody(size int) []byte {
+	bp, _ := groupBodies.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	if cap(*bp) < size {
+		*bp = make([]byte, 0, size)
+	}
+	g.pooled = bp
+	return (*bp)[:0]
+}
+
+// release hands the first group's body back to groupBodies once the request is logged (or
+// failed): the log copies what it keeps, so nothing refers to the body after append.
+func (g *grouper) release() {
+	if g.pooled == nil {
+		return
+	}
+	if len(g.groups) > 0 {
+		// The body may have grown past what the pool gave; keep the grown one.
+		*g.pooled = g.groups[0].body[:0]
+	}
+	if cap(*g.pooled) <= maxPooledBody {
+		groupBodies.Put(g.pooled)
+	}
+	g.pooled = nil
 }
 
 // add appends a row, an NDJSON line or a row-form row as g.form says, to source's group.
@@ -79,8 +121,8 @@ func (g *grouper) group(source string) *groupBuilder {
 			g.index = map[string]*groupBuilder{}
 		}
 		gb = &groupBuilder{name: partition.Name(source)}
-		if len(g.groups) == 0 {
-			gb.body = make([]byte, 0, g.size)
+		if len(g.groups) == 0 && g.size > 0 {
+			gb.body = g.firstBody(g.size)
 		}
 		g.index[source] = gb
 		g.groups = append(g.groups, gb)
@@ -118,6 +160,7 @@ func (c *Cache) Ingest(dataset, source string, body []byte) (Result, error) {
 		row    []byte
 		rowSrc []byte
 	)
+	defer g.release()
 	if source != "" {
 		fixed = g.group(source)
 	}
@@ -131,9 +174,13 @@ func (c *Cache) Ingest(dataset, source string, body []byte) (Result, error) {
 		if fixed != nil {
 			fixed.body, at = beginRow(fixed.body)
 		}
-		err := sc.Object(line, func(f jsonrow.Field) error {
-			if msg := CheckFieldName(f.Key); msg != "" {
-				return &InputError{Kind: "bad_field", Line: lineNo, Msg: msg}
+		// Fields, not Object: a bad line fails the whole request, so what the callback
+		// wrote for a line that is then rejected is never stored.
+		err := sc.Fields(line, func(f jsonrow.Field) error {
+			if !printableASCII(f.Key) {
+				if msg := CheckFieldName(f.Key); msg != "" {
+					return &InputError{Kind: "bad_field", Line: lineNo, Msg: msg}
+				}
 			}
 			if bytes.HasPrefix(f.Key, []byte(InternalPrefix)) {
 				return &InputError{Kind: "reserved_field", Line: lineNo, Msg: fmt.Sprintf("field %q uses the reserved prefix %s", f.Key, InternalPrefix)}
@@ -197,12 +244,34 @@ func (c *Cache) Ingest(dataset, source string, body []byte) (Result, error) {
 	return c.append(dataset, g.form, g.groups)
 }
 
+// printableASCII reports whether name is non-empty printable ASCII, which CheckFieldName
+// always accepts: the common case, decided without decoding runes, a word at a time.
+func printableASCII(name []byte) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	var bad uint64
+	i := 0
+	for ; i+8 <= len(name); i += 8 {
+		// A byte below 0x20 borrows into its high bit, 0x7f carries into it, and one from
+		// 0x80 up has it set. The lowest offending byte is always flagged: the bytes below
+		// it are printable, so nothing borrows or carries into it.
+		x := binary.LittleEndian.Uint64(name[i:])
+		bad |= (x - ones*0x20) | (x + ones) | x
+	}
+	for _, c := range name[i:] {
+		if c < 0x20 || c >= 0x7f {
+			return false
+		}
+	}
+	return bad&highs == 0 && len(name) > 0
+}
+
 // IngestRows makes rows from a trusted decoder durable as one atomic request.
 func (c *Cache) IngestRows(dataset string, rows []Row) (Result, error) {
 	if err := CheckDataset(dataset); err != nil {
 		return Result{}, err
 	}
 	g := grouper{form: formRows, size: 4 * len(rows)}
+	defer g.release()
 	for _, r := range rows {
 		g.size += len(r.Line)
 	}
@@ -295,16 +364,14 @@ func (c *Cache) append(dataset string, form byte, groups []*groupBuilder) (Resul
 			return Result{}, storeError(err)
 		}
 	}
-	c.enc = appendRecord(c.enc[:0], &rec)
-	ticket, err := c.wal.Append(c.enc, seq-1)
+	// Encoded straight into the log's buffer: a request's rows are copied once on their way
+	// to the file, not twice.
+	ticket, err := c.wal.AppendFunc(func(dst []byte) []byte { return appendRecord(dst, &rec) }, seq-1)
 	if err != nil {
 		c.mu.Unlock()
 		return Result{}, storeError(err)
 	}
 	c.nextSeq, c.lastAt = seq, rec.IngestedAt
-	if cap(c.enc) > 32<<20 {
-		c.enc = nil
-	}
 	c.mu.Unlock()
 	if err := c.wal.Wait(ticket); err != nil {
 		// The seqs handed out stay used: seqs may skip, they are never reused.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -33,6 +34,38 @@ var objectSeeds = []string{
 	`{"a":` + strings.Repeat(`{"b":`, 999) + `1` + strings.Repeat("}", 999) + `}`,
 }
 
+// checkFields holds Fields to Object on line: the same fields when the line is valid, the
+// same error whatever it is, also when fn fails on one of the fields.
+func checkFields[F any](t *testing.T, s *Scanner, line []byte, objectFields []F, objectErr error) {
+	t.Helper()
+	n := 0
+	err := s.Fields(line, func(Field) error { n++; return nil })
+	if fmt.Sprint(err) != fmt.Sprint(objectErr) || (err == nil && n != len(objectFields)) {
+		t.Fatalf("Fields(%q) = %v with %d fields, Object = %v with %d", line, err, n, objectErr, len(objectFields))
+	}
+	// fn failing on field k: Object and Fields must return the same error, and Fields must
+	// not call fn after it failed.
+	for k := range len(objectFields) + 1 {
+		stop := errors.New("stop")
+		failAt := func(calls *int) func(Field) error {
+			return func(Field) error {
+				if *calls++; *calls > k+1 {
+					t.Fatalf("fn called again after it failed on field %d of %q", k, line)
+				}
+				if *calls == k+1 {
+					return stop
+				}
+				return nil
+			}
+		}
+		var oc, fc int
+		oerr, ferr := s.Object(line, failAt(&oc)), s.Fields(line, failAt(&fc))
+		if fmt.Sprint(oerr) != fmt.Sprint(ferr) {
+			t.Fatalf("fn failing on field %d of %q: Object = %v, Fields = %v", k, line, oerr, ferr)
+		}
+	}
+}
+
 func FuzzObject(f *testing.F) {
 	for _, s := range objectSeeds {
 		f.Add([]byte(s))
@@ -52,6 +85,7 @@ func FuzzObject(f *testing.F) {
 		if verr := s.Object(line, nil); (verr == nil) != (err == nil) {
 			t.Fatalf("validate-only result %v differs from %v", verr, err)
 		}
+		checkFields(t, &s, line, got, err)
 
 		trimmed := bytes.TrimLeft(line, " \t\r\n")
 		want := json.Valid(line) && utf8.Valid(line) &&

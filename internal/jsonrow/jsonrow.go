@@ -138,6 +138,21 @@ type Scanner struct {
 // acts on part of a line that turns out to be rejected. If fn returns an error,
 // iteration stops and that error is returned. fn may be nil to only validate.
 func (s *Scanner) Object(line []byte, fn func(f Field) error) error {
+	return s.object(line, fn, false)
+}
+
+// Fields is Object for a caller that throws away whatever fn did when Fields
+// returns an error: fn is called with each top-level field as soon as it has
+// been validated, so it may see fields of a line that is then rejected, and the
+// fields need not be remembered until the line's end. The result is Object's:
+// an invalid line returns its *LineError even when fn failed on an earlier
+// field, and otherwise the first error fn returned, after which fn is not
+// called again.
+func (s *Scanner) Fields(line []byte, fn func(f Field) error) error {
+	return s.object(line, fn, true)
+}
+
+func (s *Scanner) object(line []byte, fn func(f Field) error, stream bool) error {
 	b := line
 	i := skipWS(b, 0)
 	if i == len(b) {
@@ -147,6 +162,7 @@ func (s *Scanner) Object(line []byte, fn func(f Field) error) error {
 		return &LineError{Offset: i, Msg: "not a JSON object"}
 	}
 	s.fields = s.fields[:0]
+	var fnErr error
 	i = skipWS(b, i+1)
 	if i < len(b) && b[i] == '}' {
 		i++
@@ -165,8 +181,12 @@ func (s *Scanner) Object(line []byte, fn func(f Field) error) error {
 			if err != nil {
 				return err
 			}
-			if fn != nil {
+			switch {
+			case fn == nil:
+			case !stream:
 				s.fields = append(s.fields, span{ks, ke, vs, ve, esc})
+			case fnErr == nil:
+				fnErr = fn(s.field(b, span{ks, ke, vs, ve, esc}))
 			}
 			i = skipWS(b, ve)
 			if i == len(b) {
@@ -186,20 +206,25 @@ func (s *Scanner) Object(line []byte, fn func(f Field) error) error {
 	if i = skipWS(b, i); i != len(b) {
 		return errChar(b, i, "after top-level value")
 	}
-	if fn == nil {
-		return nil
+	if fn == nil || stream {
+		return fnErr
 	}
 	for _, f := range s.fields {
-		key := b[f.keyStart+1 : f.keyEnd-1]
-		if f.escaped {
-			s.key = appendUnescaped(s.key[:0], key)
-			key = s.key
-		}
-		if err := fn(Field{Key: key, Kind: kindOf[b[f.valStart]], Raw: b[f.valStart:f.valEnd]}); err != nil {
+		if err := fn(s.field(b, f)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// field is the Field at f in line b; an escaped key is unescaped into s.key.
+func (s *Scanner) field(b []byte, f span) Field {
+	key := b[f.keyStart+1 : f.keyEnd-1]
+	if f.escaped {
+		s.key = appendUnescaped(s.key[:0], key)
+		key = s.key
+	}
+	return Field{Key: key, Kind: kindOf[b[f.valStart]], Raw: b[f.valStart:f.valEnd]}
 }
 
 // KindOf is the Kind of a validated JSON value whose first byte is c.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	"math/bits"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -42,6 +43,10 @@ func (d *jsonDecoder) fail(format string, args ...any) {
 }
 
 func (d *jsonDecoder) ws() {
+	// Bodies from most clients have no whitespace between tokens at all.
+	if d.i < len(d.b) && d.b[d.i] > ' ' {
+		return
+	}
 	for d.i < len(d.b) {
 		switch d.b[d.i] {
 		case ' ', '\t', '\n', '\r':
@@ -195,12 +200,18 @@ func (d *jsonDecoder) rawString(unescape bool) []byte {
 	start := d.i + 1
 	j := start
 	var seen uint64 // the bytes before j, OR'd: whether any is 0x80 or above
-	for ; j+8 <= len(d.b); j += 8 {
+	for j+8 <= len(d.b) {
 		x := binary.LittleEndian.Uint64(d.b[j:])
-		if special(x) != 0 {
+		if m := special(x); m != 0 {
+			// The lowest flagged byte is exact (see special): go straight to it, most
+			// often the closing quote, with the bytes before it counted in seen.
+			k := bits.TrailingZeros64(m) >> 3
+			seen |= x & (1<<(8*k) - 1)
+			j += k
 			break
 		}
 		seen |= x
+		j += 8
 	}
 	for ; j < len(d.b); j++ {
 		switch c := d.b[j]; {
@@ -417,6 +428,16 @@ func digits(tok []byte, bits int) (uint64, bool) {
 // overflow.
 func decimal(s []byte) (uint64, bool) {
 	var v uint64
+	// Timestamps are 19 digits: eight at a time keeps the chain of dependent multiplies
+	// short.
+	for len(s) >= 8 {
+		w, ok := eightDigits(binary.LittleEndian.Uint64(s))
+		if !ok {
+			return 0, false
+		}
+		v = v*1e8 + w
+		s = s[8:]
+	}
 	for _, c := range s {
 		if c < '0' || c > '9' {
 			return 0, false
@@ -424,6 +445,20 @@ func decimal(s []byte) (uint64, bool) {
 		v = v*10 + uint64(c-'0')
 	}
 	return v, true
+}
+
+// eightDigits is the value of the eight decimal digits in x (as loaded little-endian, so
+// the first digit is the lowest byte), or false when a byte of x is not a digit.
+func eightDigits(x uint64) (uint64, bool) {
+	const mask = 0xf0f0f0f0f0f0f0f0
+	// Every byte 0x30..0x39: the high nibble is 3 before and after adding 6.
+	if x&mask != 0x3030303030303030 || (x+0x0606060606060606)&mask != 0x3030303030303030 {
+		return 0, false
+	}
+	x -= 0x3030303030303030
+	x = x*10 + x>>8 // pairs of digits in every other byte
+	x = ((x&0x000000ff000000ff)*(100+1000000<<32) + (x>>16&0x000000ff000000ff)*(1+10000<<32)) >> 32
+	return x, true
 }
 
 // integer reads a signed or unsigned integer of the given width, as a

@@ -37,3 +37,24 @@ func plainBytes(b []byte) bool {
 	}
 	return true
 }
+
+// FuzzDecimal holds the eight-digits-at-a-time decimal to the digit-by-digit rule.
+func FuzzDecimal(f *testing.F) {
+	for _, s := range []string{"1764600000000000000", "12345678", "1234567/", "1234567:", "0", "", "99999999999999999999", "1234 5678"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, s []byte) {
+		var want uint64
+		wantOK := true
+		for _, c := range s {
+			if c < '0' || c > '9' {
+				wantOK = false
+				break
+			}
+			want = want*10 + uint64(c-'0')
+		}
+		if got, ok := decimal(s); ok != wantOK || (ok && got != want) {
+			t.Fatalf("decimal(%q) = %d, %v; want %d, %v", s, got, ok, want, wantOK)
+		}
+	})
+}

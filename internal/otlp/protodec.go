@@ -44,11 +44,19 @@ type pbuf struct {
 
 func (p *pbuf) more() bool { return p.pos < len(p.b) }
 
-func (p *pbuf) rawVarint() (uint64, error) {
-	// Tags and most lengths take one byte.
+// oneByte reads a varint of one byte, which tags and most lengths are; false leaves the
+// varint to rawVarint. It is small enough to be inlined, so the common case costs no call.
+func (p *pbuf) oneByte() (uint64, bool) {
 	if p.pos < len(p.b) && p.b[p.pos] < 0x80 {
 		p.pos++
-		return uint64(p.b[p.pos-1]), nil
+		return uint64(p.b[p.pos-1]), true
+	}
+	return 0, false
+}
+
+func (p *pbuf) rawVarint() (uint64, error) {
+	if v, ok := p.oneByte(); ok {
+		return v, nil
 	}
 	var v uint64
 	for shift := uint(0); ; shift += 7 {
@@ -70,9 +78,12 @@ func (p *pbuf) rawVarint() (uint64, error) {
 // tag reads a field tag. The field number is truncated to int32 as pdata
 // does, so a huge number can alias a small one there and here alike.
 func (p *pbuf) tag() (int32, int8, error) {
-	t, err := p.rawVarint()
-	if err != nil {
-		return 0, 0, err
+	t, ok := p.oneByte()
+	if !ok {
+		var err error
+		if t, err = p.rawVarint(); err != nil {
+			return 0, 0, err
+		}
 	}
 	num := int32(t >> 3)
 	if num <= 0 {
@@ -128,9 +139,12 @@ func (p *pbuf) i32(wt int8) (uint32, error) {
 }
 
 func (p *pbuf) rawLen() ([]byte, error) {
-	n, err := p.rawVarint()
-	if err != nil {
-		return nil, err
+	n, ok := p.oneByte()
+	if !ok {
+		var err error
+		if n, err = p.rawVarint(); err != nil {
+			return nil, err
+		}
 	}
 	if int(n) < 0 {
 		return nil, errNegativeLen

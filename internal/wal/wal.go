@@ -219,11 +219,17 @@ func cutTornTail(path string) error {
 }
 
 func appendFrame(dst, payload []byte) []byte {
-	var hdr [frameHeader]byte
-	binary.LittleEndian.PutUint32(hdr[0:4], uint32(len(payload)))
-	binary.LittleEndian.PutUint32(hdr[4:8], crc32.Checksum(payload, castagnoli))
-	dst = append(dst, hdr[:]...)
-	return append(dst, payload...)
+	at := len(dst)
+	dst = append(append(dst, make([]byte, frameHeader)...), payload...)
+	putHeader(dst[at:])
+	return dst
+}
+
+// putHeader fills in the header of the frame that is the whole of frame.
+func putHeader(frame []byte) {
+	payload := frame[frameHeader:]
+	binary.LittleEndian.PutUint32(frame[0:4], uint32(len(payload)))
+	binary.LittleEndian.PutUint32(frame[4:8], crc32.Checksum(payload, castagnoli))
 }
 
 func (l *Log) openSegment(i uint64) error {
@@ -248,8 +254,20 @@ func (l *Log) openSegment(i uint64) error {
 // refused: a run of zero bytes would otherwise read as intact empty records.
 func (l *Log) Append(payload []byte, pos int64) (uint64, error) {
 	if len(payload) == 0 || len(payload) > MaxRecord {
-		return 0, fmt.Errorf("wal: record of %d bytes is outside 1..%d", len(payload), MaxRecord)
+		return 0, recordSizeError(len(payload))
 	}
+	return l.AppendFunc(func(dst []byte) []byte { return append(dst, payload...) }, pos)
+}
+
+func recordSizeError(n int) error {
+	return fmt.Errorf("wal: record of %d bytes is outside 1..%d", n, MaxRecord)
+}
+
+// AppendFunc is Append for a payload that encode appends to dst, so that an owner that
+// builds its records from parts writes them straight into the log's buffer instead of into
+// a buffer of its own that Append then copies. encode runs with the log locked: it must
+// only append, and must not call the log.
+func (l *Log) AppendFunc(encode func(dst []byte) []byte, pos int64) (uint64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -258,7 +276,13 @@ func (l *Log) Append(payload []byte, pos int64) (uint64, error) {
 	if l.err != nil {
 		return 0, l.err
 	}
-	l.buf = appendFrame(l.buf, payload)
+	at := len(l.buf)
+	l.buf = encode(append(l.buf, make([]byte, frameHeader)...))
+	if n := len(l.buf) - at - frameHeader; n == 0 || n > MaxRecord {
+		l.buf = l.buf[:at]
+		return 0, recordSizeError(n)
+	}
+	putHeader(l.buf[at:])
 	l.bufPos = pos
 	l.appended++
 	l.cond.Broadcast()
@@ -472,7 +496,10 @@ func Read(path string, fn func(off int64, payload []byte) error, damaged func(Da
 		return 0, fmt.Errorf("wal: open %s: %w", path, err)
 	}
 	defer f.Close()
-	r := bufio.NewReaderSize(f, 1<<20)
+	// Smaller than a typical record on purpose: bufio hands a read at least as large as its
+	// buffer straight to the file, so most of a record's bytes are copied once, from the
+	// page cache into payload, rather than through the buffer as well.
+	r := bufio.NewReaderSize(f, 64<<10)
 	var off, end int64
 	var hdr [frameHeader]byte
 	var payload []byte
