@@ -14,11 +14,22 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/hyp-project/hyp/internal/parquetw"
+)
+
+// Writers of writeSeqFile: arrow-go's, with small pages so a seek lands past a group's first
+// page, with and without dictionaries; and the cache's own (parquetw), whose files the
+// cache's scans read in production.
+const (
+	arrowPlain = iota
+	arrowDict
+	ownWriter
 )
 
 // writeSeqFile writes a data file whose rows carry seqs and a body "row-<seq>", in row groups
 // of groupRows, and returns its path and the schema a scan lays it out in.
-func writeSeqFile(t *testing.T, seqs []int64, groupRows int64, dict bool) (string, *arrow.Schema, []int) {
+func writeSeqFile(t *testing.T, seqs []int64, groupRows int64, writer int) (string, *arrow.Schema, []int) {
 	t.Helper()
 	id := func(n int) arrow.Metadata {
 		return arrow.NewMetadata([]string{"PARQUET:field_id"}, []string{strconv.Itoa(n)})
@@ -40,17 +51,29 @@ func writeSeqFile(t *testing.T, seqs []int64, groupRows int64, dict bool) (strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Small pages, so that a seek lands past the first page of a group.
-	props := parquet.NewWriterProperties(parquet.WithMaxRowGroupLength(groupRows), parquet.WithDataPageSize(128), parquet.WithBatchSize(8), parquet.WithDictionaryDefault(dict))
-	w, err := pqarrow.NewFileWriter(sc, f, props, pqarrow.DefaultWriterProps())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
+	if writer == ownWriter {
+		w := parquetw.NewWriter(f, sc, parquetw.Options{RowGroupRows: groupRows, Plain: []string{SeqColumn}})
+		if err := w.Write(rec); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil { // parquetw leaves its writer open; pqarrow closes it
+			t.Fatal(err)
+		}
+	} else {
+		props := parquet.NewWriterProperties(parquet.WithMaxRowGroupLength(groupRows), parquet.WithDataPageSize(128), parquet.WithBatchSize(8), parquet.WithDictionaryDefault(writer == arrowDict))
+		w, err := pqarrow.NewFileWriter(sc, f, props, pqarrow.DefaultWriterProps())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Write(rec); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	out := arrow.NewSchema([]arrow.Field{{Name: SeqColumn, Type: arrow.PrimitiveTypes.Int64}, {Name: "body", Type: arrow.BinaryTypes.String, Nullable: true}}, nil)
 	return path, out, []int{1, 2}
@@ -83,8 +106,8 @@ func TestReadFileResumesInsideRowGroup(t *testing.T) {
 		{"gapped inside later group", gapped, 500, 880},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, dict := range []bool{false, true} {
-				path, out, ids := writeSeqFile(t, tc.seqs, 100, dict)
+			for _, writer := range []int{arrowPlain, arrowDict, ownWriter} {
+				path, out, ids := writeSeqFile(t, tc.seqs, 100, writer)
 				var want []int64
 				for _, s := range tc.seqs {
 					if s > tc.since && s <= tc.until {
@@ -106,13 +129,13 @@ func TestReadFileResumesInsideRowGroup(t *testing.T) {
 						return nil
 					})
 					if err != nil {
-						t.Fatalf("dictionary %v, batch %d: %v", dict, batch, err)
+						t.Fatalf("writer %d, batch %d: %v", writer, batch, err)
 					}
 					if !slices.Equal(got, want) {
-						t.Fatalf("dictionary %v, batch %d: got seqs %v, want %v", dict, batch, got, want)
+						t.Fatalf("writer %d, batch %d: got seqs %v, want %v", writer, batch, got, want)
 					}
 					if st.RowsReturned != int64(len(want)) {
-						t.Fatalf("dictionary %v, batch %d: stats %+v for %d rows", dict, batch, st, len(want))
+						t.Fatalf("writer %d, batch %d: stats %+v for %d rows", writer, batch, st, len(want))
 					}
 				}
 			}
