@@ -170,9 +170,8 @@ func (fw *fileWriter) closeRowGroup() error {
 			return err
 		}
 		m.size = fw.off - start
-		var lo, hi []byte
-		lo, hi, m.bounded = c.stats.encoded(c.col.phys, nil)
-		m.lo, m.hi = append([]byte(nil), lo...), append([]byte(nil), hi...)
+		// reset gives the chunk new bounds, so these stay the row group's.
+		m.lo, m.hi, m.bounded = c.stats.encoded(c.col.phys, nil)
 		rg.rawSize += m.rawSize
 		rg.size += m.size
 		rg.chunks[i] = m

@@ -1,7 +1,6 @@
 package sink
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -83,42 +82,54 @@ func (x *instance) startReadAhead(ctx context.Context, p Part, since, until int6
 				return ctx.Err()
 			}
 		}
-		b := unitBuilder{u: &unitRows{}, lim: lim, enc: enc}
-		_, err := x.cache.Scan(ctx, p.Dataset, p.Partition, since, until, func(rec arrow.RecordBatch) error {
-			if rec.NumRows() == 0 {
+		err := x.cutUnits(ctx, p, since, until, lim, enc, func(u *unitRows) error {
+			if u.rows == 0 {
+				u.release()
 				return nil
 			}
-			rec = exported(rec)
-			defer rec.Release()
-			for {
-				took, full, err := b.add(ctx, rec)
-				if err != nil || !full {
-					return err
-				}
-				unit := b.u
-				b = unitBuilder{u: &unitRows{}, lim: lim, enc: enc}
-				if err := send(aheadUnit{rows: unit}); err != nil {
-					return err
-				}
-				if took == rec.NumRows() {
-					return nil
-				}
-				rest := rec.NewSlice(took, rec.NumRows())
-				defer rest.Release()
-				rec = rest
-			}
+			return send(aheadUnit{rows: u})
 		})
-		switch {
-		case err != nil:
-			b.u.release()
-			if ctx.Err() == nil {
-				_ = send(aheadUnit{err: err})
-			}
-		case b.u.rows > 0:
-			_ = send(aheadUnit{rows: b.u})
+		if err != nil && ctx.Err() == nil {
+			_ = send(aheadUnit{err: err})
 		}
 	}()
 	return r
+}
+
+// cutUnits scans p's rows in (since, until] and hands emit each unit as it fills within
+// lim, then the last one however short (empty when there are no rows); emit owns the unit
+// it is given, and an error from it ends the scan and is returned.
+func (x *instance) cutUnits(ctx context.Context, p Part, since, until int64, lim limits, enc encodingShipper, emit func(*unitRows) error) error {
+	b := unitBuilder{u: &unitRows{}, lim: lim, enc: enc}
+	_, err := x.cache.Scan(ctx, p.Dataset, p.Partition, since, until, func(rec arrow.RecordBatch) error {
+		if rec.NumRows() == 0 {
+			return nil
+		}
+		rec = exported(rec)
+		defer rec.Release()
+		for {
+			took, full, err := b.add(ctx, rec)
+			if err != nil || !full {
+				return err
+			}
+			unit := b.u
+			b = unitBuilder{u: &unitRows{}, lim: lim, enc: enc}
+			if err := emit(unit); err != nil {
+				return err
+			}
+			if took == rec.NumRows() {
+				return nil
+			}
+			rest := rec.NewSlice(took, rec.NumRows())
+			defer rest.Release()
+			rec = rest
+		}
+	})
+	if err != nil {
+		b.u.release()
+		return err
+	}
+	return emit(b.u)
 }
 
 // take returns the next unit read ahead if it is the read (since, until] within lim, and
@@ -246,24 +257,17 @@ func (x *instance) readToShip(ctx context.Context, p Part, since, until int64, l
 	return x.readInto(ctx, p, since, until, lim, enc)
 }
 
+// readInto reads the first unit of p's rows in (since, until].
 func (x *instance) readInto(ctx context.Context, p Part, since, until int64, lim limits, enc encodingShipper) (*unitRows, error) {
-	b := unitBuilder{u: &unitRows{}, lim: lim, enc: enc}
-	_, err := x.cache.Scan(ctx, p.Dataset, p.Partition, since, until, func(rec arrow.RecordBatch) error {
-		if rec.NumRows() == 0 {
-			return nil
-		}
-		rec = exported(rec)
-		defer rec.Release()
-		if _, full, err := b.add(ctx, rec); err != nil || full {
-			return cmp.Or(err, errStop)
-		}
-		return nil
+	var first *unitRows
+	err := x.cutUnits(ctx, p, since, until, lim, enc, func(u *unitRows) error {
+		first = u
+		return errStop
 	})
-	if err != nil && !errors.Is(err, errStop) {
-		b.u.release()
-		return nil, err
+	if !errors.Is(err, errStop) {
+		return nil, err // a scan always ends in emit, so this is a failed one
 	}
-	return b.u, nil
+	return first, nil
 }
 
 // unitBuilder collects one unit's rows, record by record in seq order, within lim; with an
