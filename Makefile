@@ -129,6 +129,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzAppendString$$' -fuzztime $(FUZZTIME) ./internal/rowjson
 	$(GO) test -run '^$$' -fuzz '^FuzzParseForward$$' -fuzztime $(FUZZTIME) ./internal/server
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRows$$' -fuzztime $(FUZZTIME) ./internal/server
+	$(GO) test -run '^$$' -fuzz '^FuzzIngestedAt$$' -fuzztime $(FUZZTIME) ./internal/server
 	$(GO) test -run '^$$' -fuzz '^FuzzReadBody$$' -fuzztime $(FUZZTIME) ./internal/httpbody
 	$(GO) test -run '^$$' -fuzz '^FuzzReadZstdBody$$' -fuzztime $(FUZZTIME) ./internal/httpbody
 	$(GO) test -run '^$$' -fuzz '^FuzzReadOCF$$' -fuzztime $(FUZZTIME) ./internal/testutil/lakeread

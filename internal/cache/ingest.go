@@ -2,7 +2,6 @@ package cache
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"sync"
 
@@ -177,10 +176,8 @@ func (c *Cache) Ingest(dataset, source string, body []byte) (Result, error) {
 		// Fields, not Object: a bad line fails the whole request, so what the callback
 		// wrote for a line that is then rejected is never stored.
 		err := sc.Fields(line, func(f jsonrow.Field) error {
-			if !printableASCII(f.Key) {
-				if msg := CheckFieldName(f.Key); msg != "" {
-					return &InputError{Kind: "bad_field", Line: lineNo, Msg: msg}
-				}
+			if msg := CheckFieldName(f.Key); msg != "" {
+				return &InputError{Kind: "bad_field", Line: lineNo, Msg: msg}
 			}
 			if bytes.HasPrefix(f.Key, []byte(InternalPrefix)) {
 				return &InputError{Kind: "reserved_field", Line: lineNo, Msg: fmt.Sprintf("field %q uses the reserved prefix %s", f.Key, InternalPrefix)}
@@ -242,27 +239,6 @@ func (c *Cache) Ingest(dataset, source string, body []byte) (Result, error) {
 		return Result{}, nil // an empty body: nothing to log
 	}
 	return c.append(dataset, g.form, g.groups)
-}
-
-// printableASCII reports whether name is non-empty printable ASCII, which CheckFieldName
-// always accepts: the common case, decided without decoding runes, a word at a time.
-func printableASCII(name []byte) bool {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	var bad uint64
-	i := 0
-	for ; i+8 <= len(name); i += 8 {
-		// A byte below 0x20 borrows into its high bit, 0x7f carries into it, and one from
-		// 0x80 up has it set. The lowest offending byte is always flagged: the bytes below
-		// it are printable, so nothing borrows or carries into it.
-		x := binary.LittleEndian.Uint64(name[i:])
-		bad |= (x - ones*0x20) | (x + ones) | x
-	}
-	for _, c := range name[i:] {
-		if c < 0x20 || c >= 0x7f {
-			return false
-		}
-	}
-	return bad&highs == 0 && len(name) > 0
 }
 
 // IngestRows makes rows from a trusted decoder durable as one atomic request.

@@ -76,17 +76,26 @@ func decompress(t *testing.T, encoding string, wire []byte) []byte {
 }
 
 // TestSendCompressed: the body travels in the configured coding, named by Content-Encoding,
-// every retry carries the same bytes, and the receipt counts the bytes as sent.
+// every retry carries the same bytes, and the receipt counts the bytes as sent; a body
+// compressed ahead with Compress travels exactly as Compress returned it.
 func TestSendCompressed(t *testing.T) {
 	for _, tc := range []struct {
-		kind Compression
-		want string
-	}{{None, ""}, {Gzip, "gzip"}, {Zstd, "zstd"}} {
-		t.Run(tc.kind.String(), func(t *testing.T) {
+		kind  Compression
+		want  string
+		ahead bool
+	}{{None, "", false}, {Gzip, "gzip", false}, {Zstd, "zstd", false}, {Gzip, "gzip", true}, {Zstd, "zstd", true}} {
+		t.Run(fmt.Sprintf("%s/ahead=%v", tc.kind, tc.ahead), func(t *testing.T) {
 			clock := newFakeClock()
 			srv := scriptServer(t, clock, reply{status: 503}, reply{status: 200, body: `{"accepted":3,"duplicates":0}`})
 			c := newTestClient(t, srv.URL, clock, nil, func(o *Options) { o.Compression = tc.kind })
 			ch := testChunk()
+			if tc.ahead {
+				wire, err := c.Compress(ch.Body)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ch.Wire = wire
+			}
 			rc, err := c.Send(context.Background(), ch)
 			if err != nil {
 				t.Fatal(err)
@@ -101,6 +110,9 @@ func TestSendCompressed(t *testing.T) {
 				}
 				if !bytes.Equal(r.body, reqs[0].body) {
 					t.Error("a retry sent different bytes")
+				}
+				if tc.ahead && !bytes.Equal(r.body, ch.Wire) {
+					t.Error("the request did not carry the body compressed ahead as it was")
 				}
 				if got := decompress(t, tc.want, r.body); !bytes.Equal(got, ch.Body) {
 					t.Errorf("body decompresses to %q, want %q", got, ch.Body)

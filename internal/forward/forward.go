@@ -69,6 +69,9 @@ type Chunk struct {
 	LastSeq   int64
 	Rows      int
 	Body      []byte
+	// Wire, when set, is Body as Compress returned it: a caller that compresses ahead (the
+	// forward sink does, while the unit before is in flight) spares Send doing it.
+	Wire []byte
 }
 
 // Options configures a Client. Zero fields take the defaults named on each.
@@ -250,6 +253,16 @@ type Receipt struct {
 	WireBytes int64
 }
 
+// Compress returns body in the form it travels in under the client's compression, for
+// Chunk.Wire.
+func (c *Client) Compress(body []byte) ([]byte, error) {
+	wire, err := c.comp.compress(body)
+	if err != nil {
+		return nil, fmt.Errorf("compressing the body: %w", err)
+	}
+	return wire, nil
+}
+
 // Send delivers ch and returns the server's ack. On an error nothing may be assumed about
 // the central's state except through the error's kind:
 //   - ErrRetryable: not delivered within MaxWait; send the same chunk again later.
@@ -280,9 +293,12 @@ func (c *Client) Send(ctx context.Context, ch Chunk) (Receipt, error) {
 	id := BatchID(c.gateway, ch.Dataset, ch.Partition, ch.FirstSeq, ch.LastSeq)
 	what := fmt.Sprintf("forward %s %s seqs %d-%d (batch %s)", ch.Dataset, ch.Partition, ch.FirstSeq, ch.LastSeq, id)
 	// Compressed once: every attempt sends the same bytes.
-	wire, err := c.comp.compress(ch.Body)
-	if err != nil {
-		return Receipt{}, fmt.Errorf("%s: compressing the body: %w", what, err)
+	wire := ch.Wire
+	if wire == nil {
+		var err error
+		if wire, err = c.Compress(ch.Body); err != nil {
+			return Receipt{}, fmt.Errorf("%s: %w", what, err)
+		}
 	}
 	start := c.now()
 	step := 0

@@ -164,3 +164,48 @@ func FuzzParseRows(f *testing.F) {
 		}
 	})
 }
+
+// FuzzIngestedAt holds the fast path for forwarded ingest times to time.Parse: whatever it
+// accepts, time.Parse must accept as the same instant, and the spelling senders write must
+// take the fast path.
+func FuzzIngestedAt(f *testing.F) {
+	for _, s := range []string{
+		"2026-11-30T09:00:01.123456Z", "2026-11-30T09:00:01Z", "2024-02-29T23:59:59.999999999Z",
+		"2025-02-29T00:00:00Z", "2026-04-31T00:00:00Z", "2026-11-30T24:00:00Z", "2026-11-30T09:00:60Z",
+		"0000-01-01T00:00:00.1Z", "9999-12-31T23:59:59.0000000001Z", "2026-11-30t09:00:01Z",
+		"2026-11-30T09:00:01+02:00", "2026-11-30T09:00:01.Z", "2026-13-01T00:00:00Z", `2026-11-30T09:00:01\u005a`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		raw := []byte(`"` + s + `"`)
+		us, fast := utcMicros(raw)
+		if fast {
+			ts, err := time.Parse(time.RFC3339Nano, s)
+			if err != nil {
+				t.Fatalf("utcMicros accepted %q, time.Parse refuses it: %v", s, err)
+			}
+			if ts.UnixMicro() != us {
+				t.Fatalf("%q: utcMicros %d, time.Parse %d", s, us, ts.UnixMicro())
+			}
+		}
+		if ts, err := time.Parse(time.RFC3339Nano, s); err == nil && ts.Location() == time.UTC && !ts.IsZero() {
+			if canon := ts.Format(time.RFC3339Nano); !fast && canon == s && ts.Year() >= 0 && ts.Year() <= 9999 {
+				t.Fatalf("%q is what senders write but missed the fast path", s)
+			}
+		}
+		// The whole parse, escapes and all, agrees with time.Parse on the unescaped text.
+		got, _, ok := parseIngestedAt(raw, nil)
+		text, err := jsonrow.AppendString(nil, raw)
+		if err != nil {
+			if ok {
+				t.Fatalf("parseIngestedAt accepted %s, which is no JSON string", raw)
+			}
+			return
+		}
+		ts, err := time.Parse(time.RFC3339Nano, string(text))
+		if ok != (err == nil) || ok && got != ts.UnixMicro() {
+			t.Fatalf("%s: parseIngestedAt %d %v, time.Parse %v %v", raw, got, ok, ts, err)
+		}
+	})
+}

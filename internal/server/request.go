@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/hyp-project/hyp/internal/cache"
 	"github.com/hyp-project/hyp/internal/httpbody"
@@ -28,6 +27,8 @@ const (
 // originSeqColumn is the column of the server's cache that keeps each stored row's sender
 // seq; Recover reads it back.
 const originSeqColumn = "_hyp_origin_seq"
+
+var internalPrefix = []byte(cache.InternalPrefix)
 
 // maxBatchID bounds the batch id, which is only logged: it must not let a sender fill logs.
 const maxBatchID = 128
@@ -223,15 +224,16 @@ func parseRows(body []byte, first, last int64, form rowForm) (*chunk, *httpbody.
 			hasSeq bool
 			kept   int
 			// cursor is where the next field's text starts, for userJSON: just past the
-			// '{' or the comma that ends the previous field. Only read once Object
-			// validated the line.
+			// '{' or the comma that ends the previous field.
 			cursor int
 		)
 		if form == userJSON {
 			cursor = bytes.IndexByte(line, '{') + 1
 			c.rows = append(c.rows, '{')
 		}
-		err := sc.Object(line, func(f jsonrow.Field) error {
+		// Fields, not Object: a bad line fails the whole chunk, which is then released, so
+		// what the callback wrote for a line that is then rejected is never kept.
+		err := sc.Fields(line, func(f jsonrow.Field) error {
 			var field []byte // the field's text as sent, for userJSON
 			if form == userJSON {
 				// Raw is a slice of line, so the capacities give its offset without a search.
@@ -239,6 +241,8 @@ func parseRows(body []byte, first, last int64, form rowForm) (*chunk, *httpbody.
 				field = line[cursor:valEnd]
 				cursor = pastComma(line, valEnd)
 			}
+			// Internal as cache.Internal decides it, without making the key a string.
+			internal := bytes.HasPrefix(f.Key, internalPrefix) && string(f.Key) != cache.OverflowColumn
 			switch {
 			case string(f.Key) == cache.SeqColumn:
 				v, ok := jsonrow.NumberIsInt(f.Raw)
@@ -253,18 +257,13 @@ func parseRows(body []byte, first, last int64, form rowForm) (*chunk, *httpbody.
 				if f.Kind != jsonrow.String {
 					return rowError("bad_ingested_at", "%s must be an RFC 3339 time string, got a %s", cache.IngestedAtColumn, f.Kind)
 				}
-				var err error
-				var ts time.Time
-				if scratch, err = jsonrow.AppendString(scratch[:0], f.Raw); err == nil {
-					ts, err = time.Parse(time.RFC3339Nano, string(scratch))
-					at = ts.UnixMicro()
-				}
-				if err != nil {
+				var ok bool
+				if at, scratch, ok = parseIngestedAt(f.Raw, scratch); !ok {
 					return rowError("bad_ingested_at", "%s %.60s is not an RFC 3339 time", cache.IngestedAtColumn, f.Raw)
 				}
 			case cache.CheckFieldName(f.Key) != "":
 				return rowError("bad_field", "%s", cache.CheckFieldName(f.Key))
-			case cache.Internal(string(f.Key)):
+			case internal:
 				return rowError("reserved_field", "field %q uses the reserved prefix %s", f.Key, cache.InternalPrefix)
 			case form == cacheRows:
 				c.rows = cache.AppendField(c.rows, f)

@@ -114,6 +114,7 @@ func (x *instance) cutUnits(ctx context.Context, p Part, since, until int64, lim
 			}
 			unit := b.u
 			b = unitBuilder{u: &unitRows{}, lim: lim, enc: enc}
+			unit.seal()
 			if err := emit(unit); err != nil {
 				return err
 			}
@@ -129,6 +130,7 @@ func (x *instance) cutUnits(ctx context.Context, p Part, since, until int64, lim
 		b.u.release()
 		return err
 	}
+	b.u.seal()
 	return emit(b.u)
 }
 
@@ -182,6 +184,15 @@ type unitRows struct {
 	last   int64
 }
 
+// seal finishes a complete unit's encoding where it has a last step (sealer), so that
+// step too runs on the goroutine that read the unit: the read-ahead's, beside the unit in
+// flight.
+func (u *unitRows) seal() {
+	if s, ok := u.enc.(sealer); ok {
+		s.seal()
+	}
+}
+
 func (u *unitRows) release() {
 	for _, r := range u.recs {
 		r.Release()
@@ -207,6 +218,12 @@ type unitEncoding interface {
 	add(ctx context.Context, rec arrow.RecordBatch) error
 	// discard stops the encoding and removes what it wrote; a second call does nothing.
 	discard()
+}
+
+// sealer is a unitEncoding with work left once its unit has all its rows. seal may fail
+// only in a way ship can see and report.
+type sealer interface {
+	seal()
 }
 
 // errPoison marks a unit the destination refuses for what it contains; retrying it can

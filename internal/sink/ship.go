@@ -167,23 +167,31 @@ func (f *forwardShipper) encode(schema *arrow.Schema) (unitEncoding, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &forwardBody{b: b}, nil
+	return &forwardBody{b: b, client: f.client}, nil
 }
 
 // forwardBody is a forward unit's body under way.
-type forwardBody struct{ b *ndjsonBody }
+type forwardBody struct {
+	b      *ndjsonBody
+	client *forward.Client
+	// wire is the body compressed for the wire once sealed; nil until then, or when
+	// compressing failed, in which case Send compresses again and reports the error.
+	wire []byte
+}
+
+func (e *forwardBody) seal() { e.wire, _ = e.client.Compress(e.b.body) }
 
 func (e *forwardBody) add(_ context.Context, rec arrow.RecordBatch) error {
 	e.b.append(rec)
 	return nil
 }
 
-func (e *forwardBody) discard() { e.b.body = nil }
+func (e *forwardBody) discard() { e.b.body, e.wire = nil, nil }
 
 func (f *forwardShipper) ship(ctx context.Context, p Part, u watermark.Unit, rows *unitRows) (int64, error) {
-	var body []byte
+	var body, wire []byte
 	if e, ok := rows.enc.(*forwardBody); ok {
-		body = e.b.body
+		body, wire = e.b.body, e.wire
 	} else {
 		// Rows read without encoding (encode failed, and fails here again).
 		var err error
@@ -196,7 +204,7 @@ func (f *forwardShipper) ship(ctx context.Context, p Part, u watermark.Unit, row
 	// damaged file since it was decided, and a `hyp server` refuses a range its first and
 	// last rows do not bound. The server's ledger dedupes the rows themselves, so a unit
 	// re-sent with a narrower span is still recognised row by row.
-	rc, err := f.client.Send(ctx, forward.Chunk{Dataset: p.Dataset, Partition: p.Partition, FirstSeq: rows.first, LastSeq: rows.last, Rows: int(rows.rows), Body: body})
+	rc, err := f.client.Send(ctx, forward.Chunk{Dataset: p.Dataset, Partition: p.Partition, FirstSeq: rows.first, LastSeq: rows.last, Rows: int(rows.rows), Body: body, Wire: wire})
 	var poison *forward.PoisonError
 	switch {
 	case err == nil:
