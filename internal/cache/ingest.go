@@ -261,57 +261,28 @@ func (c *Cache) IngestRows(dataset string, rows []Row) (Result, error) {
 	return c.append(dataset, g.form, g.groups)
 }
 
-// IngestPartitionRows makes rows durable in the partition named partitionName as one
-// atomic request. It is how a central server stores forwarded rows, which it has parsed and
-// validated itself: each row is in the row form (AppendField, BeginField and EndField) of
-// values a jsonrow.Scanner accepted, and may carry `_hyp_origin_seq`, the sender's seq, but
-// never the columns the cache stamps itself. The values are not scanned again; the rows'
-// framing and field names are checked, and Line in an InputError is the row's 1-based index.
-func (c *Cache) IngestPartitionRows(dataset, partitionName string, rows [][]byte) (Result, error) {
+// IngestPartitionRows makes a body of rows durable in the partition named partitionName as
+// one atomic request. It is how a central server stores forwarded rows, which it has parsed
+// and validated itself, as IngestRowGroups is how trusted decoders store theirs: body is
+// rows rows, each framed (BeginRow, EndRow) in the row form (AppendField, BeginField,
+// EndField) of values a jsonrow.Scanner accepted under names CheckFieldName accepts, which
+// may carry `_hyp_origin_seq`, the sender's seq, but never the columns the cache stamps
+// itself. Only the framing is checked; the body is logged as it is, and not retained.
+func (c *Cache) IngestPartitionRows(dataset, partitionName string, body []byte, rows int) (Result, error) {
 	if err := CheckDataset(dataset); err != nil {
 		return Result{}, err
 	}
 	if _, _, err := partition.Parse(partitionName); err != nil {
 		return Result{}, &InputError{Kind: "bad_source", Msg: err.Error()}
 	}
-	if len(rows) == 0 {
+	if n, ok := countRows(body); !ok || n != rows {
+		return Result{}, fmt.Errorf("cache: a body for %s %s holds %d framed rows, not %d", dataset, partitionName, n, rows)
+	}
+	if rows == 0 {
 		return Result{}, nil
 	}
-	size := 0
-	for _, row := range rows {
-		size += 4 + len(row)
-	}
-	gb := &groupBuilder{name: partitionName, body: make([]byte, 0, size)}
-	for i, row := range rows {
-		if err := checkRow(row, i+1); err != nil {
-			return Result{}, err
-		}
-		gb.add(formRows, row)
-	}
+	gb := &groupBuilder{name: partitionName, body: body[:len(body):len(body)], rows: rows}
 	return c.append(dataset, formRows, []*groupBuilder{gb})
-}
-
-// checkRow applies to a row-form row the rules ingest applies to a parsed line's fields.
-func checkRow(row []byte, line int) *InputError {
-	var ie *InputError
-	err := rowFields(row, func(f jsonrow.Field) error {
-		switch {
-		case string(f.Key) == SeqColumn || string(f.Key) == IngestedAtColumn:
-			ie = &InputError{Kind: "reserved_field", Line: line, Msg: fmt.Sprintf("field %q is stamped by the cache", f.Key)}
-		case CheckFieldName(f.Key) != "":
-			ie = &InputError{Kind: "bad_field", Line: line, Msg: CheckFieldName(f.Key)}
-		case jsonrow.KindOf(f.Raw[0]) != f.Kind:
-			// The flush decodes a value by its kind, so the two must agree.
-			ie = &InputError{Kind: "bad_json", Line: line, Msg: fmt.Sprintf("field %q: kind %s does not match its value", f.Key, f.Kind)}
-		default:
-			return nil
-		}
-		return ie
-	})
-	if err != nil && ie == nil {
-		return &InputError{Kind: "bad_json", Line: line, Msg: "row is not in the row form"}
-	}
-	return ie
 }
 
 // append assigns seqs and writes one log record under c.mu, so log order is seq order, then

@@ -33,7 +33,7 @@ type clusterKeeper struct{ c Cluster }
 // wrote them so); the cluster holds the per-key lock and the ledger.
 func (k clusterKeeper) keep(ctx context.Context, dataset string, fw forward, ch *chunk) (int, error) {
 	cc := cluster.Chunk{Gateway: fw.gateway, Dataset: dataset, Source: fw.source,
-		Rows: ch.without(nil), Seqs: ch.seqs, IngestedAt: make([]int64, len(ch.seqs))}
+		Rows: ch.all(), Seqs: ch.seqs, IngestedAt: make([]int64, len(ch.seqs))}
 	now := time.Now().UnixMicro()
 	for i, at := range ch.ats {
 		if cc.IngestedAt[i] = at; at == 0 {

@@ -43,7 +43,7 @@ func TestRecoverAfterCrashBetweenAppendAndRecord(t *testing.T) {
 		t.Fatal(rerr.Msg)
 	}
 	name := partition.GatewayName(testGateway, testSource)
-	res, err := e.cache.IngestPartitionRows("logs", name, ch.without(nil))
+	res, err := e.cache.IngestPartitionRows("logs", name, ch.rows, len(ch.seqs))
 	if err != nil {
 		t.Fatal(err)
 	}

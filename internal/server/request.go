@@ -126,8 +126,9 @@ func parseSeqRange(v string) (int64, int64, error) {
 type rowForm uint8
 
 const (
-	// cacheRows is the server cache's row form (cache.AppendField): the user fields, then
-	// `_hyp_origin_seq`, so the cache stores them without parsing their JSON again.
+	// cacheRows is the server cache's row form (cache.AppendField), each row framed
+	// (cache.BeginRow): the user fields, then `_hyp_origin_seq`, so the cache logs the body
+	// as it is, without parsing the rows' JSON again.
 	cacheRows rowForm = iota
 	// userJSON is a JSON object of the user fields only, their text as sent, for cluster
 	// mode's cache.Encoder.
@@ -140,8 +141,10 @@ type chunk struct {
 	rows []byte  // the rows one after another, in the form parseRows was asked for
 	ends []int   // ends[i] is the end of row i in rows
 	// ats[i] is row i's `_hyp_ingested_at` in Unix microseconds, 0 when it had none.
-	ats  []int64
-	kept [][]byte // without's result
+	ats    []int64
+	framed bool     // each row in rows begins with cache.BeginRow's frame (cacheRows)
+	kept   [][]byte // all's result
+	fresh  []byte   // freshBody's result when some rows are held
 }
 
 // Chunks are reused: a unit of a forward sink is a few MB of rows, and allocating that
@@ -162,12 +165,21 @@ func (c *chunk) release() {
 		return
 	}
 	clear(c.kept) // so the pool does not hold row slices of the last body
-	*c = chunk{seqs: c.seqs[:0], rows: c.rows[:0], ends: c.ends[:0], ats: c.ats[:0], kept: c.kept[:0]}
+	*c = chunk{seqs: c.seqs[:0], rows: c.rows[:0], ends: c.ends[:0], ats: c.ats[:0], kept: c.kept[:0], fresh: c.fresh[:0]}
 	chunks.Put(c)
 }
 
-// row is row i.
+// row is row i, without its frame.
 func (c *chunk) row(i int) []byte {
+	r := c.framedRow(i)
+	if c.framed {
+		r = r[4:]
+	}
+	return r
+}
+
+// framedRow is row i as it lies in rows, its frame included.
+func (c *chunk) framedRow(i int) []byte {
 	start := 0
 	if i > 0 {
 		start = c.ends[i-1]
@@ -175,14 +187,28 @@ func (c *chunk) row(i int) []byte {
 	return c.rows[start:c.ends[i]:c.ends[i]]
 }
 
-// without returns the rows whose held flag is false, in order, every row for a nil held;
-// they alias c.rows.
-func (c *chunk) without(held []bool) [][]byte {
+// freshBody returns the framed rows whose held flag is false, in order, and how many:
+// rows itself when none is held, which is every chunk but a re-sent one.
+func (c *chunk) freshBody(held []bool) ([]byte, int) {
+	if !slices.Contains(held, true) {
+		return c.rows, len(c.ends)
+	}
+	c.fresh = c.fresh[:0]
+	n := 0
+	for i := range c.ends {
+		if !held[i] {
+			c.fresh = append(c.fresh, c.framedRow(i)...)
+			n++
+		}
+	}
+	return c.fresh, n
+}
+
+// all returns every row, without its frame; they alias c.rows.
+func (c *chunk) all() [][]byte {
 	c.kept = c.kept[:0]
 	for i := range c.ends {
-		if held == nil || !held[i] {
-			c.kept = append(c.kept, c.row(i))
-		}
+		c.kept = append(c.kept, c.row(i))
 	}
 	return c.kept
 }
@@ -203,6 +229,7 @@ func (c *chunk) without(held []bool) [][]byte {
 // The chunk comes from a pool; the caller may hand it back with release once done with it.
 func parseRows(body []byte, first, last int64, form rowForm) (*chunk, *httpbody.Error) {
 	c := chunks.Get().(*chunk)
+	c.framed = form == cacheRows
 	// Either form is about the size of the JSON: the row form spends a length per field
 	// instead of quotes and separators, and the two fields that go make room for it.
 	c.rows = slices.Grow(c.rows[:0], len(body)+len(body)/8+64)
@@ -227,9 +254,12 @@ func parseRows(body []byte, first, last int64, form rowForm) (*chunk, *httpbody.
 			// '{' or the comma that ends the previous field.
 			cursor int
 		)
+		var frame int // where the row's frame starts, for cacheRows
 		if form == userJSON {
 			cursor = bytes.IndexByte(line, '{') + 1
 			c.rows = append(c.rows, '{')
+		} else {
+			c.rows, frame = cache.BeginRow(c.rows)
 		}
 		// Fields, not Object: a bad line fails the whole chunk, which is then released, so
 		// what the callback wrote for a line that is then rejected is never kept.
@@ -297,6 +327,7 @@ func parseRows(body []byte, first, last int64, form rowForm) (*chunk, *httpbody.
 			c.rows, f = cache.BeginField(c.rows, originSeqColumn)
 			c.rows = strconv.AppendInt(c.rows, seq, 10)
 			cache.EndField(c.rows, f)
+			cache.EndRow(c.rows, frame)
 		} else {
 			c.rows = append(c.rows, '}')
 		}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/binary"
 	"net/http"
 	"slices"
 	"strings"
@@ -52,7 +53,7 @@ func TestParseRowsRewrites(t *testing.T) {
 	}
 }
 
-func TestChunkWithout(t *testing.T) {
+func TestChunkFreshBody(t *testing.T) {
 	c, rerr := parseRows(rows(1, 2, 3, 4), 1, 4, cacheRows)
 	if rerr != nil {
 		t.Fatal(rerr.Msg)
@@ -68,17 +69,22 @@ func TestChunkWithout(t *testing.T) {
 		{[]bool{true, true, true, true}, "", 0},
 	}
 	for _, tc := range tests {
-		kept := c.without(tc.held)
-		n := len(kept)
+		body, n := c.freshBody(tc.held)
 		var seqs strings.Builder
-		for _, row := range kept {
-			line := string(cache.RowJSON(row))
+		framed := 0
+		for len(body) > 0 {
+			if len(body) < 4 || int(binary.LittleEndian.Uint32(body)) > len(body)-4 {
+				t.Fatalf("freshBody(%v): %d bytes left do not frame a row", tc.held, len(body))
+			}
+			end := 4 + int(binary.LittleEndian.Uint32(body))
+			line := string(cache.RowJSON(body[4:end]))
 			if i := strings.Index(line, `"_hyp_origin_seq":`); i >= 0 {
 				seqs.WriteString(strings.TrimSuffix(line[i+len(`"_hyp_origin_seq":`):], "}"))
 			}
+			body, framed = body[end:], framed+1
 		}
-		if n != tc.count || seqs.String() != tc.seqs {
-			t.Errorf("without(%v) = %d rows %q, want %d %q", tc.held, n, seqs.String(), tc.count, tc.seqs)
+		if n != tc.count || framed != n || seqs.String() != tc.seqs {
+			t.Errorf("freshBody(%v) = %d rows (%d framed) %q, want %d %q", tc.held, n, framed, seqs.String(), tc.count, tc.seqs)
 		}
 	}
 }

@@ -63,13 +63,13 @@ import (
 
 // Store is the server's own cache; *cache.Cache implements it.
 //
-// IngestPartitionRows must not retain rows once it returns (they are a reused request
-// buffer), must be atomic and durable on return, and report bad input as
-// *cache.InputError (nothing stored); any other error leaves it unknown whether the rows were
-// stored. Flush must make every row IngestPartitionRows returned for visible to Scan and
-// Status.
+// IngestPartitionRows takes rows framed rows in body, as parseRows frames them; it must not
+// retain body once it returns (it is a reused request buffer), must be atomic and durable
+// on return, and report bad input as *cache.InputError (nothing stored); any other error
+// leaves it unknown whether the rows were stored. Flush must make every row
+// IngestPartitionRows returned for visible to Scan and Status.
 type Store interface {
-	IngestPartitionRows(dataset, partitionName string, rows [][]byte) (cache.Result, error)
+	IngestPartitionRows(dataset, partitionName string, body []byte, rows int) (cache.Result, error)
 	Flush(ctx context.Context) error
 	Status() []cache.PartitionStatus
 	Scan(ctx context.Context, dataset, partitionName string, since, until int64, fn func(arrow.RecordBatch) error) (cache.ScanStats, error)
@@ -266,11 +266,10 @@ func (k *localKeeper) keep(ctx context.Context, dataset string, fw forward, ch *
 	if err != nil {
 		return 0, err
 	}
-	fresh := ch.without(held)
-	accepted := len(fresh)
+	fresh, accepted := ch.freshBody(held)
 	var checkpoint int64 // 0 leaves the ledger's checkpoint where it is
 	if accepted > 0 {
-		res, err := k.store.IngestPartitionRows(dataset, name, fresh)
+		res, err := k.store.IngestPartitionRows(dataset, name, fresh, accepted)
 		var ie *cache.InputError
 		if errors.As(err, &ie) {
 			return 0, &httpbody.Error{Status: http.StatusBadRequest, Kind: ie.Kind, Line: ie.Line, Msg: ie.Msg}

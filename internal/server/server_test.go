@@ -766,8 +766,8 @@ type failingStore struct {
 	fails int
 }
 
-func (s *failingStore) IngestPartitionRows(dataset, name string, rows [][]byte) (cache.Result, error) {
-	res, err := s.Store.IngestPartitionRows(dataset, name, rows)
+func (s *failingStore) IngestPartitionRows(dataset, name string, body []byte, rows int) (cache.Result, error) {
+	res, err := s.Store.IngestPartitionRows(dataset, name, body, rows)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err == nil && s.fails > 0 {
