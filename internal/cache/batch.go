@@ -50,6 +50,28 @@ type colBuilder struct {
 	kind               jsonrow.Kind
 	raw                []byte
 	num                number
+	// spare holds, for a string column, buffers of its earlier chunks that their data file
+	// is done with (recycle), for reset to fill instead of allocating: a flush's string data
+	// was half of what the daemon allocated under load.
+	spare chan stringBufs
+}
+
+// handback is a string column's buffers that a chunk's record wraps, to go back to the
+// column once the record is written.
+type handback struct {
+	col  *colBuilder
+	bufs stringBufs
+}
+
+// recycle hands each buffer back to its column, if the column has room for a spare (two:
+// a stream's channel holds one chunk while the writer has another).
+func recycle(back []handback) {
+	for _, hb := range back {
+		select {
+		case hb.col.spare <- hb.bufs:
+		default:
+		}
+	}
 }
 
 // number is a JSON number read once: the forms the column types can hold.
@@ -239,7 +261,7 @@ func (b *batch) column(key string, k jsonrow.Kind, n number) (int, bool) {
 	}
 	c := &colBuilder{Column: Column{Name: name, Type: t}, setRow: -1}
 	if t == TypeString {
-		c.b = &stringCol{}
+		c.b, c.spare = &stringCol{}, make(chan stringBufs, 2)
 	} else {
 		c.b = array.NewBuilder(memory.DefaultAllocator, t.arrow())
 	}
@@ -293,6 +315,14 @@ func (b *batch) newColumns(have []Column) []Column {
 // which logical turns back into column names): internal columns, then every table column,
 // null where the batch has none.
 func (b *batch) record(sc *arrow.Schema, logical func(string) string) (arrow.RecordBatch, error) {
+	rec, _, err := b.recordHanding(sc, logical)
+	return rec, err
+}
+
+// recordHanding is record, also returning the string buffers the record wraps, which the
+// caller may hand back (recycle) once nothing reads the record any more.
+func (b *batch) recordHanding(sc *arrow.Schema, logical func(string) string) (arrow.RecordBatch, []handback, error) {
+	var back []handback
 	arrs := make([]arrow.Array, 0, sc.NumFields())
 	defer func() {
 		for _, a := range arrs {
@@ -321,16 +351,17 @@ func (b *batch) record(sc *arrow.Schema, logical func(string) string) (arrow.Rec
 		col.lastRows = b.rows
 		if sb, ok := cb.(*stringCol); ok {
 			col.lastData = sb.DataLen()
+			back = append(back, handback{col, sb.bufs()})
 		}
 		a := cb.NewArray()
 		if !arrow.TypeEqual(a.DataType(), f.Type) {
 			a.Release()
-			return nil, fmt.Errorf("column %q: batch type %s, table type %s", f.Name, a.DataType(), f.Type)
+			return nil, nil, fmt.Errorf("column %q: batch type %s, table type %s", f.Name, a.DataType(), f.Type)
 		}
 		arrs = append(arrs, a)
 	}
 	rec := array.NewRecordBatch(sc, arrs, int64(b.rows))
-	return rec, nil
+	return rec, back, nil
 }
 
 // reset empties a batch whose rows record has just taken (its builders are empty again),
@@ -341,10 +372,15 @@ func (b *batch) reset() {
 	b.seqs.Reserve(b.rows)
 	b.times.Reserve(b.rows)
 	for _, c := range b.cols {
-		c.b.Reserve(c.lastRows)
 		if sb, ok := c.b.(*stringCol); ok {
+			select {
+			case sp := <-c.spare:
+				sb.adopt(sp)
+			default:
+			}
 			sb.ReserveData(c.lastData)
 		}
+		c.b.Reserve(c.lastRows)
 	}
 	b.rows, b.bytes = 0, 0
 }

@@ -207,7 +207,7 @@ type stream struct {
 	gen    *generation
 	tx     *table.Transaction
 	sc     *arrow.Schema
-	ch     chan arrow.RecordBatch
+	ch     chan chunkRecord
 	done   chan error
 	maxSeq int64
 	ended  bool  // done has been received into err
@@ -230,7 +230,7 @@ func startStream(ctx context.Context, p *Partition, g *generation) (*stream, err
 	if err != nil {
 		return nil, fmt.Errorf("table %v: %w", g.ident, err)
 	}
-	s := &stream{p: p, gen: g, tx: g.tbl.NewTransaction(), sc: w.sc, ch: make(chan arrow.RecordBatch, 1), done: make(chan error, 1), maxSeq: g.maxSeq}
+	s := &stream{p: p, gen: g, tx: g.tbl.NewTransaction(), sc: w.sc, ch: make(chan chunkRecord, 1), done: make(chan error, 1), maxSeq: g.maxSeq}
 	rdr := &chanReader{sc: w.sc, ch: s.ch}
 	rdr.refs.Store(1)
 	go func() { s.done <- w.append(ctx, s.tx, rdr) }()
@@ -239,12 +239,12 @@ func startStream(ctx context.Context, p *Partition, g *generation) (*stream, err
 
 // push sends b's rows, which must have only columns the stream's table has, to the stream.
 func (s *stream) push(b *batch) error {
-	rec, err := b.record(s.sc, s.gen.logical)
+	rec, back, err := b.recordHanding(s.sc, s.gen.logical)
 	if err != nil {
 		return fmt.Errorf("partition %s/%s: %w", s.p.Dataset, s.p.Name(), err)
 	}
 	select {
-	case s.ch <- rec:
+	case s.ch <- chunkRecord{rec, back}:
 	case err := <-s.done:
 		// The append gave up; it reads no more.
 		rec.Release()
@@ -276,19 +276,28 @@ func (s *stream) end() error {
 	if !s.ended {
 		s.ended, s.err = true, <-s.done
 	}
-	for rec := range s.ch {
-		rec.Release() // pushed after the append had stopped reading
+	for cr := range s.ch {
+		cr.rec.Release() // pushed after the append had stopped reading
 	}
 	return s.err
 }
 
+// chunkRecord is a chunk of a stream: its record, and the string buffers the record wraps
+// that go back to their columns once the data file has the rows.
+type chunkRecord struct {
+	rec  arrow.RecordBatch
+	back []handback
+}
+
 // chanReader is the array.RecordReader a stream's append reads: the records pushed into ch,
-// in order, until ch is closed. It owns each record it yields until the next Next.
+// in order, until ch is closed. It owns each record it yields until the next Next; by then
+// the data file's writer, which copies what it keeps, is done with it, so the record's
+// string buffers go back to the batch (recycle).
 type chanReader struct {
 	refs atomic.Int64
 	sc   *arrow.Schema
-	ch   <-chan arrow.RecordBatch
-	cur  arrow.RecordBatch
+	ch   <-chan chunkRecord
+	cur  chunkRecord
 }
 
 func (r *chanReader) Retain() { r.refs.Add(1) }
@@ -300,9 +309,10 @@ func (r *chanReader) Release() {
 }
 
 func (r *chanReader) drop() {
-	if r.cur != nil {
-		r.cur.Release()
-		r.cur = nil
+	if r.cur.rec != nil {
+		r.cur.rec.Release()
+		recycle(r.cur.back)
+		r.cur = chunkRecord{}
 	}
 }
 
@@ -310,14 +320,14 @@ func (r *chanReader) Schema() *arrow.Schema { return r.sc }
 
 func (r *chanReader) Next() bool {
 	r.drop()
-	rec, ok := <-r.ch
-	r.cur = rec
+	cr, ok := <-r.ch
+	r.cur = cr
 	return ok
 }
 
-func (r *chanReader) RecordBatch() arrow.RecordBatch { return r.cur }
+func (r *chanReader) RecordBatch() arrow.RecordBatch { return r.cur.rec }
 
 // Record is RecordBatch under its deprecated name, which the interface still requires.
-func (r *chanReader) Record() arrow.RecordBatch { return r.cur }
+func (r *chanReader) Record() arrow.RecordBatch { return r.cur.rec }
 
 func (r *chanReader) Err() error { return nil }

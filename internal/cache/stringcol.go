@@ -20,7 +20,8 @@ type builder interface {
 // stringCol builds a string column in plain Go slices that the array then wraps: a flush
 // appends every string of every row, and arrow's builder checks and grows three buffers
 // through its allocator on each append. The slices are the array's once NewArray returns,
-// so the next chunk starts new ones, sized like the last.
+// so the next chunk starts others, sized like the last: its own from a chunk before, once
+// written (adopt), or new ones.
 type stringCol struct {
 	offsets []int32
 	data    []byte
@@ -84,6 +85,23 @@ func (s *stringCol) ReserveData(n int) {
 }
 
 func (s *stringCol) DataLen() int { return len(s.data) }
+
+// stringBufs are a string column's offsets and data, emptied, for reuse.
+type stringBufs struct {
+	offsets []int32
+	data    []byte
+}
+
+// bufs is the buffers NewArray is about to hand the array, for adopt once the array is
+// done with.
+func (s *stringCol) bufs() stringBufs {
+	return stringBufs{s.offsets[:0], s.data[:0]}
+}
+
+// adopt makes an empty column fill b, which nothing else may use any more.
+func (s *stringCol) adopt(b stringBufs) {
+	s.offsets, s.data = b.offsets[:0], b.data[:0]
+}
 
 func (s *stringCol) NewArray() arrow.Array {
 	if len(s.offsets) == 0 {

@@ -42,12 +42,14 @@ func BenchmarkForwardTick(b *testing.B) {
 	if err := os.WriteFile(token, []byte("tok\n"), 0o600); err != nil {
 		b.Fatal(err)
 	}
+	runs := 0 // every run gets a central and a home of its own, -count and reruns included
 	for _, comp := range []string{"none", "gzip", "zstd"} {
 		b.Run(comp, func(b *testing.B) {
 			var rows, wire int64
-			for i := 0; b.Loop(); i++ {
+			for b.Loop() {
 				b.StopTimer()
-				run := filepath.Join(dir, fmt.Sprintf("%s-%d", comp, i))
+				runs++
+				run := filepath.Join(dir, fmt.Sprintf("%s-%d", comp, runs))
 				if err := os.MkdirAll(filepath.Join(run, "home"), 0o700); err != nil {
 					b.Fatal(err)
 				}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -121,7 +122,15 @@ func newShipper(ctx context.Context, x *instance, unitRows int64) (shipper, limi
 
 type forwardShipper struct {
 	client *forward.Client
+	// bodies recycles units' NDJSON text once they are done with: a unit body is megabytes,
+	// and allocating (and zeroing) each one afresh was a tenth of the sender's CPU. Only
+	// bodies that never went on the wire themselves come back (a compressed unit's): the HTTP
+	// transport may still read a request's body after Send has returned.
+	bodies sync.Pool
 }
+
+// maxPooledBody caps the bodies kept for reuse, so an occasional huge unit does not stay.
+const maxPooledBody = 16 << 20
 
 // forwardCollector exports, at scrape time, what each forward sink's client learnt of its
 // central's replicas (SPEC 3 `url` lists): the failovers so far and, per replica its last
@@ -167,26 +176,36 @@ func (f *forwardShipper) encode(schema *arrow.Schema) (unitEncoding, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &forwardBody{b: b, client: f.client}, nil
+	if buf, ok := f.bodies.Get().(*[]byte); ok {
+		b.body = *buf
+	}
+	return &forwardBody{b: b, f: f}, nil
 }
 
 // forwardBody is a forward unit's body under way.
 type forwardBody struct {
-	b      *ndjsonBody
-	client *forward.Client
+	b *ndjsonBody
+	f *forwardShipper
 	// wire is the body compressed for the wire once sealed; nil until then, or when
 	// compressing failed, in which case Send compresses again and reports the error.
 	wire []byte
 }
 
-func (e *forwardBody) seal() { e.wire, _ = e.client.Compress(e.b.body) }
+func (e *forwardBody) seal() { e.wire, _ = e.f.client.Compress(e.b.body) }
 
 func (e *forwardBody) add(_ context.Context, rec arrow.RecordBatch) error {
 	e.b.append(rec)
 	return nil
 }
 
-func (e *forwardBody) discard() { e.b.body, e.wire = nil, nil }
+func (e *forwardBody) discard() {
+	// Unsealed, Send may have sent the body as it is; sealed uncompressed, wire is body.
+	if body := e.b.body; len(e.wire) > 0 && len(body) > 0 && &e.wire[0] != &body[0] && cap(body) <= maxPooledBody {
+		buf := body[:0]
+		e.f.bodies.Put(&buf)
+	}
+	e.b.body, e.wire = nil, nil
+}
 
 func (f *forwardShipper) ship(ctx context.Context, p Part, u watermark.Unit, rows *unitRows) (int64, error) {
 	var body, wire []byte
