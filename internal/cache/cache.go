@@ -161,6 +161,33 @@ type Partition struct {
 	// retention, repair), so compaction can build outside mu while only appends land.
 	// Taken before mu.
 	rewrite sync.Mutex
+	// spares are the string buffers its string columns hand back after a flush's chunks
+	// are written (colBuilder.spare), kept across flush rounds, which under load come every
+	// few hundred milliseconds. Only the flush touches the map, under flushMu.
+	spares map[string]chan stringBufs
+}
+
+// spare is the channel of p's string column name's spare buffers.
+func (p *Partition) spare(name string) chan stringBufs {
+	ch := p.spares[name]
+	if ch == nil {
+		if p.spares == nil {
+			p.spares = map[string]chan stringBufs{}
+		}
+		ch = make(chan stringBufs, spareChunks)
+		p.spares[name] = ch
+	}
+	return ch
+}
+
+// DropSpares lets go of the buffers flushes keep for their next chunks, so memory an ingest
+// burst used can go back to the OS once ingest is quiet.
+func (c *Cache) DropSpares() {
+	c.flushMu.Lock()
+	defer c.flushMu.Unlock()
+	for _, p := range c.tables.partitions() {
+		p.spares = nil
+	}
 }
 
 // Name is the partition's name, source=<value> (gateway=<id>/source=<value> on a server).

@@ -60,6 +60,7 @@ func (r *flushRound) batch(p *Partition, ds *dataset) *batch {
 	b := r.batches[p]
 	if b == nil {
 		b = newBatch(ds)
+		b.spare = p.spare
 		r.batches[p] = b
 		r.order = append(r.order, p)
 	}

@@ -128,3 +128,47 @@ func checkPartition(t *testing.T, c *Cache, part string, n, extraFrom int) {
 		}
 	}
 }
+
+// TestFlushRecyclesStringBuffers: a flush's streamed chunks give their string buffers back
+// to the partition, which keeps them for the next round until DropSpares lets them go.
+func TestFlushRecyclesStringBuffers(t *testing.T) {
+	ctx := context.Background()
+	c := openTest(t, t.TempDir())
+	defer c.Close(ctx)
+	c.limits = flushLimits{chunkRows: 10, chunkBytes: 1 << 30, chunkCells: 1 << 30, budget: 1 << 30, streams: 64}
+	next := 0
+	for round := range 2 {
+		for range 5 {
+			if _, err := c.Ingest("logs", "p", body(next, 20, `,"extra":"rx"`)); err != nil {
+				t.Fatal(err)
+			}
+			next += 20
+		}
+		if err := c.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		p := c.tables.lookup("logs", "source=p")
+		if sp := p.spares["extra"]; sp == nil || len(sp) == 0 {
+			t.Fatalf("round %d: no spare buffers kept for column extra (%v)", round, p.spares)
+		}
+	}
+	checkPartition(t, c, "source=p", next, 0)
+	// Every row's own text survived its buffer's reuse: msg is "row <id>".
+	if _, err := c.Scan(ctx, "logs", "source=p", 0, 1<<62, func(rec arrow.RecordBatch) error {
+		sc := rec.Schema()
+		id := rec.Column(sc.FieldIndices("id")[0]).(*array.Int64)
+		msg := rec.Column(sc.FieldIndices("msg")[0]).(*array.String)
+		for r := range int(rec.NumRows()) {
+			if want := fmt.Sprintf("row %d", id.Value(r)); msg.Value(r) != want {
+				return fmt.Errorf("id %d: msg %q, want %q", id.Value(r), msg.Value(r), want)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c.DropSpares()
+	if p := c.tables.lookup("logs", "source=p"); p.spares != nil {
+		t.Fatalf("DropSpares kept %v", p.spares)
+	}
+}

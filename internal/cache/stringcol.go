@@ -70,17 +70,18 @@ func (s *stringCol) growValid(rows int) {
 	}
 }
 
+// Reserve and ReserveData make room for n rows or bytes, allocating an eighth more when
+// they must allocate: a chunk a little larger than the last would otherwise copy all of it
+// to grow, and an adopted buffer of a chunk before, sized so, serves the next ones too.
 func (s *stringCol) Reserve(n int) {
 	if cap(s.offsets) < n+1 {
-		s.offsets = append(make([]int32, 0, n+1), s.offsets...)
+		s.offsets = append(make([]int32, 0, n+1+n/8), s.offsets...)
 	}
 }
 
-// ReserveData makes room for n bytes and an eighth more: a chunk a little larger than the
-// last would otherwise copy all of it to grow.
 func (s *stringCol) ReserveData(n int) {
-	if n += n / 8; cap(s.data) < n {
-		s.data = append(make([]byte, 0, n), s.data...)
+	if cap(s.data) < n {
+		s.data = append(make([]byte, 0, n+n/8), s.data...)
 	}
 }
 

@@ -353,6 +353,7 @@ func serve(ctx context.Context, dir string, cfg *config.Config, pub listener, lo
 			lastSeq, busy = s, true
 		} else if busy {
 			busy = false
+			n.Cache.DropSpares()
 			debug.FreeOSMemory()
 		}
 		return nil
