@@ -8,7 +8,9 @@
 package httpbody
 
 import (
+	"bufio"
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -71,6 +73,16 @@ func Release(b *bytes.Buffer) {
 	b.Reset()
 	buffers.Put(b)
 }
+
+// gunzipper bundles what decompressing a body needs. Both parts are pooled together: the
+// flate state behind gzip.Reader is tens of kilobytes, and gzip.Reader.Reset would allocate
+// a fresh bufio.Reader for every body that is not already a flate.Reader.
+type gunzipper struct {
+	br *bufio.Reader
+	zr gzip.Reader
+}
+
+var gunzippers = sync.Pool{New: func() any { return &gunzipper{br: bufio.NewReader(nil)} }}
 
 var errTooLarge = errors.New("body too large")
 
@@ -160,6 +172,26 @@ func Read(r *http.Request, max int64, tooLarge *Error) (*bytes.Buffer, *Error) {
 		return nil, rerr
 	}
 	return buf, nil
+}
+
+// gunzip decompresses src into dst, stopping after limit bytes of output; keep wraps the
+// output stream, which is what dst holds.
+func gunzip(dst *bytes.Buffer, src io.Reader, limit int64, keep func(io.Reader) io.Reader) error {
+	g := gunzippers.Get().(*gunzipper)
+	defer func() {
+		g.br.Reset(nil) // so the pool does not keep the request body alive
+		gunzippers.Put(g)
+	}()
+	g.br.Reset(src)
+	if err := g.zr.Reset(g.br); err != nil {
+		if err == io.EOF {
+			// An empty body is an empty request, whatever its declared encoding.
+			return nil
+		}
+		return err
+	}
+	_, err := dst.ReadFrom(keep(io.LimitReader(&g.zr, limit)))
+	return err
 }
 
 // coding is a body's Content-Encoding.
