@@ -126,3 +126,32 @@ func readGuarded(t *testing.T, body []byte, encoding string, max, budget int64) 
 	}
 	return got, rerr, b
 }
+
+// readCoded reads body, sent with the given Content-Encoding, through Read.
+func readCoded(body []byte, encoding string, max int64) (*bytes.Buffer, *Error) {
+	r := httptest.NewRequest(http.MethodPost, "/v1/ingest/logs", bytes.NewReader(body))
+	r.Header.Set("Content-Encoding", encoding)
+	return Read(r, max, &Error{Status: http.StatusRequestEntityTooLarge, Kind: "too_large"})
+}
+
+// checkRead fails t unless Read returned want, or, when wantKind is set, refused with it.
+func checkRead(t *testing.T, buf *bytes.Buffer, rerr *Error, want []byte, wantKind string) {
+	t.Helper()
+	if wantKind != "" {
+		if rerr == nil {
+			Release(buf)
+			t.Fatalf("read succeeded, want %s", wantKind)
+		}
+		if rerr.Kind != wantKind {
+			t.Fatalf("error %s (%s), want %s", rerr.Kind, rerr.Msg, wantKind)
+		}
+		return
+	}
+	if rerr != nil {
+		t.Fatalf("error %s: %s", rerr.Kind, rerr.Msg)
+	}
+	defer Release(buf)
+	if !bytes.Equal(buf.Bytes(), want) {
+		t.Fatalf("read %d bytes, want %d", buf.Len(), len(want))
+	}
+}

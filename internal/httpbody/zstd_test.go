@@ -3,8 +3,6 @@ package httpbody
 import (
 	"bytes"
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"runtime"
 	"strings"
 	"testing"
@@ -25,12 +23,6 @@ func zstdFrame(t testing.TB, b []byte, opts ...zstd.EOption) []byte {
 // hugeWindowFrame is a frame header alone that asks for a 2 TiB window (window descriptor
 // exponent 31), with no block: it costs a naive decoder the allocation, nothing else.
 var hugeWindowFrame = []byte{0x28, 0xb5, 0x2f, 0xfd, 0x00, 0xf8}
-
-func readZstd(body []byte, max int64) (*bytes.Buffer, *Error) {
-	r := httptest.NewRequest(http.MethodPost, "/v1/ingest/logs", bytes.NewReader(body))
-	r.Header.Set("Content-Encoding", "zstd")
-	return Read(r, max, &Error{Status: http.StatusRequestEntityTooLarge, Kind: "too_large"})
-}
 
 func TestReadZstd(t *testing.T) {
 	rows := []byte(strings.Repeat(`{"msg":"hello","n":1}`+"\n", 1000))
@@ -54,24 +46,8 @@ func TestReadZstd(t *testing.T) {
 		{name: "not zstd", body: rows, max: 1 << 20, wantKind: "bad_zstd"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			buf, rerr := readZstd(tc.body, tc.max)
-			if tc.wantKind != "" {
-				if rerr == nil {
-					Release(buf)
-					t.Fatalf("read succeeded, want %s", tc.wantKind)
-				}
-				if rerr.Kind != tc.wantKind {
-					t.Fatalf("error %s (%s), want %s", rerr.Kind, rerr.Msg, tc.wantKind)
-				}
-				return
-			}
-			if rerr != nil {
-				t.Fatalf("error %s: %s", rerr.Kind, rerr.Msg)
-			}
-			defer Release(buf)
-			if !bytes.Equal(buf.Bytes(), tc.want) {
-				t.Fatalf("read %d bytes, want %d", buf.Len(), len(tc.want))
-			}
+			buf, rerr := readCoded(tc.body, "zstd", tc.max)
+			checkRead(t, buf, rerr, tc.want, tc.wantKind)
 		})
 	}
 }
@@ -79,12 +55,12 @@ func TestReadZstd(t *testing.T) {
 // TestZstdDeclaredWindowIsNotAllocated: a frame that names a huge window must be refused
 // before anything near it is allocated.
 func TestZstdDeclaredWindowIsNotAllocated(t *testing.T) {
-	readZstd(hugeWindowFrame, 1<<20) // the pool's first decoder
+	readCoded(hugeWindowFrame, "zstd", 1<<20) // the pool's first decoder
 	const runs = 20
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	for range runs {
-		if _, rerr := readZstd(hugeWindowFrame, 1<<20); rerr == nil || rerr.Kind != "bad_zstd" {
+		if _, rerr := readCoded(hugeWindowFrame, "zstd", 1<<20); rerr == nil || rerr.Kind != "bad_zstd" {
 			t.Fatalf("got %v, want bad_zstd", rerr)
 		}
 	}
