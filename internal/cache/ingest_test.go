@@ -22,3 +22,12 @@ func FuzzPrintableASCII(f *testing.F) {
 		}
 	})
 }
+
+// TestInternalKey holds the []byte form of the internal-column rule to Internal.
+func TestInternalKey(t *testing.T) {
+	for _, name := range []string{"", "_", "_hyp", "_hyp_", "_hyp_x", SeqColumn, IngestedAtColumn, OverflowColumn, OverflowColumn + "x", "hyp_x", "_HYP_x", "x_hyp_"} {
+		if got, want := InternalKey([]byte(name)), Internal(name); got != want {
+			t.Errorf("InternalKey(%q) = %v, Internal says %v", name, got, want)
+		}
+	}
+}

@@ -42,6 +42,12 @@ func Internal(name string) bool {
 	return strings.HasPrefix(name, InternalPrefix) && name != OverflowColumn
 }
 
+// InternalKey is Internal for a field's key as a parser hands it, without a string made
+// of it for every field of every row.
+func InternalKey(key []byte) bool {
+	return len(key) >= len(InternalPrefix) && string(key[:len(InternalPrefix)]) == InternalPrefix && string(key) != OverflowColumn
+}
+
 // MaxColumns bounds a dataset's columns (user columns, conflict siblings and OverflowColumn),
 // so one client sending a new field per row cannot make every batch and file ever wider.
 const MaxColumns = 2000

@@ -64,13 +64,7 @@ func TestReadGzip(t *testing.T) {
 	fields := gzipMember("name", "comment", []byte("xy"), true, deflated[10:len(deflated)-8], small)
 	badCRC := bytes.Clone(one)
 	badCRC[len(badCRC)-8] ^= 1
-	for _, tc := range []struct {
-		name     string
-		body     []byte
-		max      int64
-		want     []byte // when the read succeeds
-		wantKind string
-	}{
+	checkCodedReads(t, "gzip", []codedRead{
 		{name: "one member", body: one, max: 1 << 20, want: rows},
 		{name: "two members", body: append(gzipped(t, rows[:100], kgzip.BestSpeed), gzipped(t, rows[100:], kgzip.BestSpeed)...), max: 1 << 20, want: rows},
 		{name: "every header field", body: fields, max: 1 << 20, want: small},
@@ -84,12 +78,7 @@ func TestReadGzip(t *testing.T) {
 		{name: "bad checksum", body: badCRC, max: 1 << 20, wantKind: "bad_gzip"},
 		{name: "trailing garbage", body: append(bytes.Clone(one), '\n'), max: 1 << 20, wantKind: "bad_gzip"},
 		{name: "not gzip", body: rows, max: 1 << 20, wantKind: "bad_gzip"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			buf, rerr := readCoded(tc.body, "gzip", tc.max)
-			checkRead(t, buf, rerr, tc.want, tc.wantKind)
-		})
-	}
+	})
 }
 
 // forwardUnit is n NDJSON rows shaped like those hyp forwards to `hyp server`.

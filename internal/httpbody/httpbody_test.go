@@ -127,6 +127,25 @@ func readGuarded(t *testing.T, body []byte, encoding string, max, budget int64) 
 	return got, rerr, b
 }
 
+// codedRead is a body sent with a Content-Encoding and what Read must make of it.
+type codedRead struct {
+	name     string
+	body     []byte
+	max      int64
+	want     []byte // when the read succeeds
+	wantKind string
+}
+
+// checkCodedReads reads each case's body, sent with encoding, and checks the outcome.
+func checkCodedReads(t *testing.T, encoding string, cases []codedRead) {
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			buf, rerr := readCoded(tc.body, encoding, tc.max)
+			checkRead(t, buf, rerr, tc.want, tc.wantKind)
+		})
+	}
+}
+
 // readCoded reads body, sent with the given Content-Encoding, through Read.
 func readCoded(body []byte, encoding string, max int64) (*bytes.Buffer, *Error) {
 	r := httptest.NewRequest(http.MethodPost, "/v1/ingest/logs", bytes.NewReader(body))

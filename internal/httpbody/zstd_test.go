@@ -27,13 +27,7 @@ var hugeWindowFrame = []byte{0x28, 0xb5, 0x2f, 0xfd, 0x00, 0xf8}
 func TestReadZstd(t *testing.T) {
 	rows := []byte(strings.Repeat(`{"msg":"hello","n":1}`+"\n", 1000))
 	zeros := make([]byte, 10<<20)
-	for _, tc := range []struct {
-		name     string
-		body     []byte
-		max      int64
-		want     []byte // when the read succeeds
-		wantKind string
-	}{
+	checkCodedReads(t, "zstd", []codedRead{
 		{name: "one frame", body: zstdFrame(t, rows), max: 1 << 20, want: rows},
 		{name: "two frames", body: append(zstdFrame(t, rows[:100]), zstdFrame(t, rows[100:])...), max: 1 << 20, want: rows},
 		{name: "exactly at the limit", body: zstdFrame(t, rows), max: int64(len(rows)), want: rows},
@@ -44,12 +38,7 @@ func TestReadZstd(t *testing.T) {
 		{name: "declared 2 TiB window", body: hugeWindowFrame, max: 1 << 20, wantKind: "bad_zstd"},
 		{name: "truncated", body: zstdFrame(t, rows)[:20], max: 1 << 20, wantKind: "bad_zstd"},
 		{name: "not zstd", body: rows, max: 1 << 20, wantKind: "bad_zstd"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			buf, rerr := readCoded(tc.body, "zstd", tc.max)
-			checkRead(t, buf, rerr, tc.want, tc.wantKind)
-		})
-	}
+	})
 }
 
 // TestZstdDeclaredWindowIsNotAllocated: a frame that names a huge window must be refused

@@ -28,8 +28,6 @@ const (
 // seq; Recover reads it back.
 const originSeqColumn = "_hyp_origin_seq"
 
-var internalPrefix = []byte(cache.InternalPrefix)
-
 // maxBatchID bounds the batch id, which is only logged: it must not let a sender fill logs.
 const maxBatchID = 128
 
@@ -271,8 +269,6 @@ func parseRows(body []byte, first, last int64, form rowForm) (*chunk, *httpbody.
 				field = line[cursor:valEnd]
 				cursor = pastComma(line, valEnd)
 			}
-			// Internal as cache.Internal decides it, without making the key a string.
-			internal := bytes.HasPrefix(f.Key, internalPrefix) && string(f.Key) != cache.OverflowColumn
 			switch {
 			case string(f.Key) == cache.SeqColumn:
 				v, ok := jsonrow.NumberIsInt(f.Raw)
@@ -293,7 +289,7 @@ func parseRows(body []byte, first, last int64, form rowForm) (*chunk, *httpbody.
 				}
 			case cache.CheckFieldName(f.Key) != "":
 				return rowError("bad_field", "%s", cache.CheckFieldName(f.Key))
-			case internal:
+			case cache.InternalKey(f.Key):
 				return rowError("reserved_field", "field %q uses the reserved prefix %s", f.Key, cache.InternalPrefix)
 			case form == cacheRows:
 				c.rows = cache.AppendField(c.rows, f)
