@@ -174,6 +174,24 @@ func tempCache(ctx context.Context, prefix string) (c *cache.Cache, home string,
 
 // fill ingests n bench rows into source in chunks, flushing each chunk to the tables.
 func fill(ctx context.Context, c *cache.Cache, source string, n, chunk int) error {
+	return fillWith(ctx, c, source, n, chunk, body)
+}
+
+// loadgenBody is n rows as the peers' load generator sends hyp NDJSON (bench/peers/load,
+// otlpgen.NDJSON): a timestamp, severity, service, a 150-byte body holding the row's id,
+// and the id; about 290 bytes a row.
+func loadgenBody(from, n int) []byte {
+	const filler = "user=alice action=login status=ok latency_ms=12 path=/api/v1/items/12345 agent=loadgen/1.0 lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor"
+	var b bytes.Buffer
+	for i := from; i < from+n; i++ {
+		id := fmt.Sprintf("bench-%010d", i)
+		body := ("event id=" + id + " " + filler)[:150]
+		fmt.Fprintf(&b, `{"time_unix_nano":1764547200%09d,"severity_number":9,"severity_text":"INFO","service_name":"loadgen","body":"%s","id":"%s"}`+"\n", i%1000000000, body, id)
+	}
+	return b.Bytes()
+}
+
+func fillWith(ctx context.Context, c *cache.Cache, source string, n, chunk int, body func(from, n int) []byte) error {
 	for i := 0; i < n; i += chunk {
 		if _, err := c.Ingest("logs", source, body(i, min(chunk, n-i))); err != nil {
 			return err

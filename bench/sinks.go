@@ -45,6 +45,20 @@ func sinkBench(bin, minioBin string, n int) error {
 	if err := forwardBench(ctx, bin, dir, tokenFile, c, "1 partition"); err != nil {
 		return err
 	}
+	// The issue's measure: a backlog of the load generator's rows, one source, as
+	// `make bench` ingests them.
+	cl, dirl, donel, err := tempCache(ctx, "hyp-sinkbenchl-")
+	if err != nil {
+		return err
+	}
+	defer donel()
+	if err := fillWith(ctx, cl, "loadgen", n, 100_000, loadgenBody); err != nil {
+		return err
+	}
+	fmt.Printf("sinks: %d rows shaped like the load generator's (%d bytes of NDJSON) in one partition\n", n, len(loadgenBody(0, 1)))
+	if err := forwardBench(ctx, bin, dirl, tokenFile, cl, "loadgen rows"); err != nil {
+		return err
+	}
 	sinks := map[string]config.Sink{
 		"local-parquet": {Type: "blob", Format: "parquet", Schedule: "@every 1h", Destination: config.Destination{Type: "local-fs", Path: filepath.Join(dir, "exports-parquet")}},
 		"local-jsonl":   {Type: "blob", Format: "jsonl", Schedule: "@every 1h", Destination: config.Destination{Type: "local-fs", Path: filepath.Join(dir, "exports-jsonl")}},
