@@ -127,7 +127,6 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzReadOnlyGuard$$' -fuzztime $(FUZZTIME) ./internal/query
 	$(GO) test -run '^$$' -fuzz '^FuzzIngestFlushQuery$$' -fuzztime $(FUZZTIME) ./internal/query
 	$(GO) test -run '^$$' -fuzz '^FuzzAppendString$$' -fuzztime $(FUZZTIME) ./internal/rowjson
-	$(GO) test -run '^$$' -fuzz '^FuzzAppendTimestamp$$' -fuzztime $(FUZZTIME) ./internal/rowjson
 	$(GO) test -run '^$$' -fuzz '^FuzzParseForward$$' -fuzztime $(FUZZTIME) ./internal/server
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRows$$' -fuzztime $(FUZZTIME) ./internal/server
 	$(GO) test -run '^$$' -fuzz '^FuzzIngestedAt$$' -fuzztime $(FUZZTIME) ./internal/server

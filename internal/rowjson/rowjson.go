@@ -147,46 +147,8 @@ func appendTimestamp(dst []byte, v, perSec int64) []byte {
 	sec, frac := v/perSec, v%perSec
 	t := time.Unix(sec, frac*(1e9/perSec)).UTC()
 	dst = append(dst, '"')
-	year, month, day := t.Date()
-	if year < 0 || year > 9999 {
-		dst = t.AppendFormat(dst, time.RFC3339Nano)
-		return append(dst, '"')
-	}
-	// time.RFC3339Nano spelt out: every forwarded row carries a timestamp, and AppendFormat
-	// interprets its layout each time (FuzzAppendTimestamp holds the two to each other).
-	hour, minute, second := t.Clock()
-	dst = appendDigits(dst, year, 4)
-	dst = append(dst, '-')
-	dst = appendDigits(dst, int(month), 2)
-	dst = append(dst, '-')
-	dst = appendDigits(dst, day, 2)
-	dst = append(dst, 'T')
-	dst = appendDigits(dst, hour, 2)
-	dst = append(dst, ':')
-	dst = appendDigits(dst, minute, 2)
-	dst = append(dst, ':')
-	dst = appendDigits(dst, second, 2)
-	if ns := t.Nanosecond(); ns != 0 {
-		width := 9
-		for ns%10 == 0 {
-			ns, width = ns/10, width-1
-		}
-		dst = append(dst, '.')
-		dst = appendDigits(dst, ns, width)
-	}
-	return append(dst, 'Z', '"')
-}
-
-// appendDigits writes v, which is non-negative and has at most width digits, in exactly
-// width digits.
-func appendDigits(dst []byte, v, width int) []byte {
-	n := len(dst)
-	dst = append(dst, "000000000"[:width]...)
-	for i := n + width - 1; v > 0; i-- {
-		dst[i] = byte('0' + v%10)
-		v /= 10
-	}
-	return dst
+	dst = t.AppendFormat(dst, time.RFC3339Nano)
+	return append(dst, '"')
 }
 
 const hex = "0123456789abcdef"
