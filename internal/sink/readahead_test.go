@@ -22,6 +22,16 @@ func TestReadAheadShipsWhatReadingAfterwardsShips(t *testing.T) {
 		// exactlyOnce: no watermark is moved by hand, so every row ships once.
 		exactlyOnce bool
 	}
+	// failCall makes sink s1's n-th ship call end as fail says (stored, err); the others pass.
+	failCall := func(e *env, n int, fail func() (bool, error)) {
+		calls := 0
+		e.fakes["s1"].fail = func(shipCall) (bool, error) {
+			if calls++; calls == n {
+				return fail()
+			}
+			return false, nil
+		}
+	}
 	rewindOnce := func(t *testing.T, e *env, at int, to func() int64) {
 		n := 0
 		x := e.d.inst(t, "s1")
@@ -52,23 +62,11 @@ func TestReadAheadShipsWhatReadingAfterwardsShips(t *testing.T) {
 		}, 1, true},
 		{"a unit fails, the next tick retries it", func(t *testing.T, e *env) {
 			e.l.ingest(t, e.c, "a", 23)
-			n := 0
-			e.fakes["s1"].fail = func(shipCall) (bool, error) {
-				if n++; n == 3 {
-					return false, errors.New("boom: destination unavailable")
-				}
-				return false, nil
-			}
+			failCall(e, 3, func() (bool, error) { return false, errors.New("boom: destination unavailable") })
 		}, 2, true},
 		{"a unit is stored but its ack is lost", func(t *testing.T, e *env) {
 			e.l.ingest(t, e.c, "a", 23)
-			n := 0
-			e.fakes["s1"].fail = func(shipCall) (bool, error) {
-				if n++; n == 2 {
-					return true, errors.New("boom: ack lost")
-				}
-				return false, nil
-			}
+			failCall(e, 2, func() (bool, error) { return true, errors.New("boom: ack lost") })
 		}, 2, true},
 		{"rewind while a unit ships", func(t *testing.T, e *env) {
 			seqs := e.l.seqs(e.l.ingest(t, e.c, "a", 23))
@@ -80,17 +78,13 @@ func TestReadAheadShipsWhatReadingAfterwardsShips(t *testing.T) {
 		}, 1, false},
 		{"rows arrive between ticks", func(t *testing.T, e *env) {
 			e.l.ingest(t, e.c, "a", 12)
-			n := 0
-			e.fakes["s1"].fail = func(shipCall) (bool, error) {
-				if n++; n == 2 {
-					e.l.ingest(t, e.c, "a", 6)
-					if err := e.c.Flush(e.ctx); err != nil {
-						t.Error(err)
-					}
-					return false, errors.New("boom: destination unavailable")
+			failCall(e, 2, func() (bool, error) {
+				e.l.ingest(t, e.c, "a", 6)
+				if err := e.c.Flush(e.ctx); err != nil {
+					t.Error(err)
 				}
-				return false, nil
-			}
+				return false, errors.New("boom: destination unavailable")
+			})
 		}, 2, true},
 	}
 	type outcome struct {
