@@ -194,6 +194,9 @@ func (u *unitRows) seal() {
 }
 
 func (u *unitRows) release() {
+	if u == nil {
+		return
+	}
 	for _, r := range u.recs {
 		r.Release()
 	}
@@ -424,6 +427,16 @@ type partResult struct {
 // is written as an intent before it is shipped and the watermark moves only after the
 // destination has it. Every write is a compare-and-set on the watermark's generation, so a
 // rewind or a hand edit between two units wins over what this loop decided.
+//
+// The order of a unit's steps is fixed: decide it, write its intent, ship it, advance the
+// watermark. Two writes may become one, and only this way: when the next unit is read
+// ahead by the time one ships, the advance past the shipped unit also writes the next
+// unit's intent (decided from the rows read ahead, exactly as the next turn would decide
+// it). A crash after that write finds the intent and re-ships the same unit; a crash
+// before it finds the shipped unit's intent, as it always did. The watermark file then sees
+// one fsync'd write per unit instead of two. The price: the advance waits for the next
+// unit's read, so a crash in that wait re-ships the shipped unit, which every destination
+// recognises (same batch id, same object key).
 func (x *instance) exportPartition(ctx context.Context, p Part, head int64) partResult {
 	var res partResult
 	k := watermark.Key{Instance: x.name, Dataset: p.Dataset, Partition: p.Partition}
@@ -431,19 +444,26 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 	log := x.log.With("dataset", p.Dataset, "partition", p.Partition)
 	var ahead *readAhead // the next unit's rows, read while a unit ships
 	defer func() { ahead.discard() }()
+	var st watermark.State
+	var next decided // a unit whose intent the last advance wrote; rows nil when none
+	defer func() { next.rows.release() }()
 	for {
 		if err := ctx.Err(); err != nil {
 			res.err = err
 			return res
 		}
-		st, err := x.store.Get(k)
-		if err != nil {
+		var u watermark.Unit
+		var rows *unitRows
+		var err error
+		if next.rows != nil {
+			u, rows, next = next.u, next.rows, decided{}
+		} else if st, err = x.store.Get(k); err != nil {
 			res.err = err
 			return res
 		}
-		var u watermark.Unit
-		var rows *unitRows
 		switch {
+		case rows != nil:
+			// Decided and written by the last advance.
 		case st.Intent != nil:
 			// A unit decided before a crash or a failed attempt: exactly those rows again.
 			u = *st.Intent
@@ -546,19 +566,26 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 				x.hooks.afterShip(k, u)
 			}
 			now := x.now().UTC()
-			_, err := x.store.Update(k, st.Generation, func(s *watermark.State) error {
+			nx := x.decideAhead(p, ahead, u.Last, head, lim)
+			st, err = x.store.Update(k, st.Generation, func(s *watermark.State) error {
 				s.Seq, s.ExportedRows, s.Intent = u.Last, s.ExportedRows+rows.rows, nil
 				s.LastExportAt, s.LastError = &now, ""
+				if nx.rows != nil {
+					s.Intent = &nx.u
+				}
 				return nil
 			})
 			if errors.Is(err, watermark.ErrStale) {
+				nx.rows.release()
 				log.Info("watermark moved while a unit was shipping; the new position wins", "unit_first", u.First, "unit_last", u.Last)
 				continue
 			}
 			if err != nil {
+				nx.rows.release()
 				res.err = err
 				return res
 			}
+			next = nx
 			if x.hooks.afterWatermark != nil {
 				x.hooks.afterWatermark(k, u)
 			}
@@ -619,6 +646,27 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 			return res
 		}
 	}
+}
+
+// decided is a unit decided with its rows.
+type decided struct {
+	u    watermark.Unit
+	rows *unitRows
+}
+
+// decideAhead decides the unit after one ending at since from the rows read ahead, as the
+// loop's next turn would from the same rows: nothing (rows nil) when none are read ahead
+// for that position, the read failed, or the partition is withheld; the next turn then
+// decides afresh and reports what it finds.
+func (x *instance) decideAhead(p Part, ahead *readAhead, since, head int64, lim limits) decided {
+	if since >= head || x.withheld(p) || !ahead.follows(since) {
+		return decided{}
+	}
+	rows := ahead.take(since, head, lim) // never an empty unit: the read ahead drops those
+	if rows == nil {
+		return decided{}
+	}
+	return decided{u: watermark.Unit{From: since, First: rows.first, Last: rows.last, Rows: rows.rows, ID: x.unitID(p, rows.first, rows.last)}, rows: rows}
 }
 
 func (x *instance) shipUnit(ctx context.Context, p Part, u watermark.Unit, rows *unitRows) (int64, error) {

@@ -129,3 +129,51 @@ func TestReadAheadShipsWhatReadingAfterwardsShips(t *testing.T) {
 		})
 	}
 }
+
+// With the next unit read ahead, the advance past a shipped unit writes the next unit's
+// intent in the same write: a crash right after it finds that intent, and the restart
+// ships exactly that unit, once, whatever arrived in between.
+func TestAdvanceWritesTheReadAheadIntent(t *testing.T) {
+	e := newEnv(t, 4)
+	e.d.inst(t, "s1").lim.readAhead = true
+	e.l.ingest(t, e.c, "a", 14)
+	if err := e.c.Flush(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	e.d.inst(t, "s1").hooks.afterWatermark = func(k watermark.Key, u watermark.Unit) {
+		if n++; n == 2 {
+			panic(crashPanic{"after-watermark"})
+		}
+	}
+	if _, crashed := runCrashing(t, e.d, "s1"); !crashed {
+		t.Fatal("the hook never fired")
+	}
+	calls := e.fakes["s1"].all()
+	st := getWM(t, e.d, key("s1", "a"))
+	if len(calls) != 2 || st.Seq != calls[1].Unit.Last || st.Intent == nil || st.Intent.From != st.Seq || st.Intent.Rows != 4 {
+		t.Fatalf("after the second advance: %d calls, watermark %+v; want the second unit's end and the third unit's intent", len(calls), st)
+	}
+	intent := *st.Intent
+
+	e.l.ingest(t, e.c, "a", 3)
+	if err := e.c.Flush(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.restart(t, 4)
+	e.d.inst(t, "s1").lim.readAhead = true
+	if res := runNow(t, e.d, "s1"); res.Status != "ok" {
+		t.Fatalf("run after restart: %+v", res)
+	}
+	calls = e.fakes["s1"].all()
+	if len(calls) < 3 || calls[2].Unit != intent {
+		t.Fatalf("first unit after restart %+v, want the intent %+v", calls[2:], intent)
+	}
+	for _, c := range calls {
+		checkUnit(t, e.d.inst(t, "s1"), e.l, c)
+	}
+	exactlyOnce(t, e.l, calls, "a")
+	if st := getWM(t, e.d, key("s1", "a")); st.Intent != nil || st.Seq != calls[len(calls)-1].Unit.Last {
+		t.Fatalf("watermark at the end: %+v", st)
+	}
+}
