@@ -75,7 +75,7 @@ func fields(t *testing.T, line []byte) []field {
 }
 
 // FuzzParseRows feeds arbitrary bodies and ranges to the body parser, in both its forms,
-// which must accept and refuse alike. An accepted body must come out as valid JSON objects
+// which must accept and refuse alike, and cut into pieces, which must change nothing. An accepted body must come out as valid JSON objects
 // holding exactly the sender's fields, minus the two it stamps (cluster mode's form), and as
 // rows that read back (cache.RowJSON) as those fields plus the origin seq (the cache's form),
 // with positive increasing seqs that run exactly from first to last (the span the ledger
@@ -93,10 +93,13 @@ func FuzzParseRows(f *testing.F) {
 	f.Add([]byte(`{"_hyp_ingest_seq":1,"_hyp_ingested_at":"not-a-time"}`), int64(1), int64(1))
 	f.Add([]byte(`{"_hyp_ingest_seq":1,"_hyp_ingested_at":"2026-01-02T03:04:05\u005a"}`), int64(1), int64(1))
 	f.Add([]byte("\n\n"), int64(1), int64(1))
+	f.Add(append(rows(1, 2, 3, 4), rows(3, 5, 6)...), int64(1), int64(6))
+	f.Add(append([]byte("\n\n\n\n\n\n\n\n\n\n"), rows(2, 3)...), int64(1), int64(3))
 	f.Fuzz(func(t *testing.T, body []byte, first, last int64) {
 		if first < 0 || last < first {
 			return // parseForward never lets such a range through
 		}
+		samePieces(t, body, first, last) // a forward unit is parsed in pieces
 		c, rerr := parseRows(body, first, last, cacheRows)
 		cj, rerrJSON := parseRows(body, first, last, userJSON)
 		if (rerr == nil) != (rerrJSON == nil) || (rerr != nil && *rerr != *rerrJSON) {

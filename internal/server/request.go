@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -225,9 +226,80 @@ func (c *chunk) all() [][]byte {
 // "duplicates".
 //
 // The chunk comes from a pool; the caller may hand it back with release once done with it.
+//
+// A body of several MiB (a forward unit) is cut at line ends into pieces parsed side by
+// side: its sender waits for the answer, and the parse is the largest step of a unit's
+// round trip. What a body gives, errors included, does not depend on how it was cut.
 func parseRows(body []byte, first, last int64, form rowForm) (*chunk, *httpbody.Error) {
+	return parseRowsIn(body, first, last, form, parseParts(len(body)))
+}
+
+// minPartBytes is the least body a parse piece gets: below it a goroutine costs more than
+// it saves.
+const minPartBytes = 1 << 20
+
+// parseParts is how many pieces a body of n bytes is parsed in.
+func parseParts(n int) int { return max(1, min(runtime.GOMAXPROCS(0), n/minPartBytes)) }
+
+// parseRowsIn is parseRows with the body cut into at most parts pieces.
+func parseRowsIn(body []byte, first, last int64, form rowForm, parts int) (*chunk, *httpbody.Error) {
+	pieces := cut(body, parts)
+	var wg sync.WaitGroup
+	for i := 1; i < len(pieces); i++ {
+		wg.Go(func() { pieces[i].parse(first, last, form, false) })
+	}
+	pieces[0].parse(first, last, form, true)
+	wg.Wait()
+	c, rerr := join(body, pieces, first, last)
+	if rerr != nil {
+		c.release()
+		return nil, rerr
+	}
+	return c, nil
+}
+
+// piece is one piece of a body, cut after a newline, and what parsing it found. Its line
+// numbers count from its own start.
+type piece struct {
+	body  []byte
+	start int // offset of body in the whole
+	c     *chunk
+	// The seqs and lines of its first and last rows, when it has rows.
+	firstSeq, lastSeq   int64
+	firstLine, lastLine int
+	err                 *rowErr
+}
+
+// cut cuts body into at most n pieces of about equal size, each ending at a newline but
+// the last.
+func cut(body []byte, n int) []piece {
+	pieces := make([]piece, 0, n)
+	start := 0
+	for k := 1; k < n; k++ {
+		at := len(body) * k / n
+		if at < start {
+			continue
+		}
+		j := bytes.IndexByte(body[at:], '\n')
+		if j < 0 {
+			break
+		}
+		pieces = append(pieces, piece{body: body[start : at+j+1], start: start})
+		start = at + j + 1
+	}
+	return append(pieces, piece{body: body[start:], start: start})
+}
+
+// parse parses the piece into a chunk of its own. A piece that does not lead the body
+// checks nothing of its first row that depends on the rows before it (the order of seqs,
+// the first seq being the declared one) nor that row's place in the declared range, which
+// comes after those in a row's checks: join checks them, in that order, once it knows the
+// row before.
+func (p *piece) parse(first, last int64, form rowForm, lead bool) {
 	c := chunks.Get().(*chunk)
+	p.c = c
 	c.framed = form == cacheRows
+	body := p.body
 	// Either form is about the size of the JSON: the row form spends a length per field
 	// instead of quotes and separators, and the two fields that go make room for it.
 	c.rows = slices.Grow(c.rows[:0], len(body)+len(body)/8+64)
@@ -241,7 +313,6 @@ func parseRows(body []byte, first, last int64, form rowForm) (*chunk, *httpbody.
 	var sc jsonrow.Scanner
 	var scratch []byte // a decoded `_hyp_ingested_at`
 	prev := int64(0)
-	lastLine := 0
 	err := jsonrow.Lines(body, func(lineNo int, line []byte) error {
 		var (
 			seq    int64
@@ -302,6 +373,7 @@ func parseRows(body []byte, first, last int64, form rowForm) (*chunk, *httpbody.
 			}
 			return nil
 		})
+		firstRow := len(c.seqs) == 0
 		switch {
 		case err != nil:
 			return atLine(lineNo, err)
@@ -309,14 +381,19 @@ func parseRows(body []byte, first, last int64, form rowForm) (*chunk, *httpbody.
 			return atLine(lineNo, rowError("bad_seq", "row has no %s", cache.SeqColumn))
 		case seq < 1:
 			return atLine(lineNo, rowError("bad_seq", "%s %d is not a positive integer", cache.SeqColumn, seq))
-		case len(c.seqs) > 0 && seq <= prev:
-			return atLine(lineNo, rowError("bad_seq", "%s %d does not follow %d: seqs must increase line to line", cache.SeqColumn, seq, prev))
-		case len(c.seqs) == 0 && seq != first:
-			return atLine(lineNo, rowError("bad_seq_range", "%s declares %d-%d, but the first row's %s is %d", headerSeqRange, first, last, cache.SeqColumn, seq))
+		case firstRow && !lead:
+			// join's to check against the rows before.
+		case !firstRow && seq <= prev:
+			return atLine(lineNo, notFollowing(seq, prev))
+		case firstRow && seq != first:
+			return atLine(lineNo, notFirst(first, last, seq))
 		case seq > last:
-			return atLine(lineNo, rowError("bad_seq_range", "%s %d is above the declared range %d-%d", cache.SeqColumn, seq, first, last))
+			return atLine(lineNo, aboveRange(seq, first, last))
 		}
-		prev, lastLine = seq, lineNo
+		if firstRow {
+			p.firstSeq, p.firstLine = seq, lineNo
+		}
+		prev, p.lastSeq, p.lastLine = seq, seq, lineNo
 		c.ats = append(c.ats, at)
 		if form == cacheRows {
 			var f int
@@ -331,24 +408,88 @@ func parseRows(body []byte, first, last int64, form rowForm) (*chunk, *httpbody.
 		c.ends = append(c.ends, len(c.rows))
 		return nil
 	})
-	var rerr *httpbody.Error
-	switch {
-	case err != nil:
+	if err != nil {
 		// Lines returns only the callback's errors, and those are all numbered rowErrs.
-		re := atLine(0, err)
-		rerr = &httpbody.Error{Status: http.StatusBadRequest, Kind: re.kind, Line: re.line, Msg: re.msg}
-	case len(c.seqs) == 0:
-		rerr = &httpbody.Error{Status: http.StatusBadRequest, Kind: "bad_seq_range",
+		p.err = atLine(0, err)
+	}
+}
+
+// join makes the pieces' chunks one, the first piece's, checking what the pieces could not
+// check alone, and returns the error of the earliest line that broke a rule, numbered in
+// the whole body. The chunk is returned in every case, for the caller to release; the
+// other pieces' chunks are released.
+func join(body []byte, pieces []piece, first, last int64) (*chunk, *httpbody.Error) {
+	c := pieces[0].c
+	defer func() {
+		for i := 1; i < len(pieces); i++ {
+			pieces[i].c.release()
+		}
+	}()
+	// Line numbers of a later piece start after the lines of those before it; counted only
+	// for an error, which is where they are needed.
+	lineOf := func(p *piece, line int) int { return bytes.Count(body[:p.start], []byte{'\n'}) + line }
+	fail := func(p *piece, e *rowErr) *httpbody.Error {
+		return &httpbody.Error{Status: http.StatusBadRequest, Kind: e.kind, Line: lineOf(p, e.line), Msg: e.msg}
+	}
+	var prev int64 // the last seq of the rows so far; 0 before the first
+	var lastPiece *piece
+	for i := range pieces {
+		p := &pieces[i]
+		rows := len(p.c.seqs) > 0
+		// A piece whose first row failed has no rows: that failure is its error below.
+		if i > 0 && rows {
+			seq := p.firstSeq
+			var e error
+			switch {
+			case prev > 0 && seq <= prev:
+				e = notFollowing(seq, prev)
+			case prev == 0 && seq != first:
+				e = notFirst(first, last, seq)
+			case seq > last:
+				e = aboveRange(seq, first, last)
+			}
+			if e != nil {
+				return c, fail(p, atLine(p.firstLine, e))
+			}
+		}
+		if p.err != nil {
+			return c, fail(p, p.err)
+		}
+		if !rows {
+			continue
+		}
+		prev, lastPiece = p.lastSeq, p
+		if i > 0 {
+			base := len(c.rows)
+			c.rows = append(c.rows, p.c.rows...)
+			for _, end := range p.c.ends {
+				c.ends = append(c.ends, base+end)
+			}
+			c.seqs = append(c.seqs, p.c.seqs...)
+			c.ats = append(c.ats, p.c.ats...)
+		}
+	}
+	switch {
+	case lastPiece == nil:
+		return c, &httpbody.Error{Status: http.StatusBadRequest, Kind: "bad_seq_range",
 			Msg: fmt.Sprintf("%s %d-%d, but the chunk has no rows", headerSeqRange, first, last)}
 	case prev != last:
-		rerr = &httpbody.Error{Status: http.StatusBadRequest, Kind: "bad_seq_range", Line: lastLine,
+		return c, &httpbody.Error{Status: http.StatusBadRequest, Kind: "bad_seq_range", Line: lineOf(lastPiece, lastPiece.lastLine),
 			Msg: fmt.Sprintf("%s declares %d-%d, but the last row's %s is %d", headerSeqRange, first, last, cache.SeqColumn, prev)}
 	}
-	if rerr != nil {
-		c.release()
-		return nil, rerr
-	}
 	return c, nil
+}
+
+func notFollowing(seq, prev int64) error {
+	return rowError("bad_seq", "%s %d does not follow %d: seqs must increase line to line", cache.SeqColumn, seq, prev)
+}
+
+func notFirst(first, last, seq int64) error {
+	return rowError("bad_seq_range", "%s declares %d-%d, but the first row's %s is %d", headerSeqRange, first, last, cache.SeqColumn, seq)
+}
+
+func aboveRange(seq, first, last int64) error {
+	return rowError("bad_seq_range", "%s %d is above the declared range %d-%d", cache.SeqColumn, seq, first, last)
 }
 
 // pastComma returns the offset just past the comma that follows a value ending at i, or the

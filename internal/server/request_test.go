@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/httpbody"
 )
 
 func TestParseRowsRewrites(t *testing.T) {
@@ -138,5 +139,75 @@ func TestBearer(t *testing.T) {
 		if tok, ok := bearer(h); tok != tc.token || ok != tc.ok {
 			t.Errorf("bearer(%q) = %q, %v", tc.values, tok, ok)
 		}
+	}
+}
+
+// samePieces checks that parsing body in 2 to 6 pieces gives what parsing it whole gives,
+// in both forms: the same rows, seqs and ingest times, or the same error. It returns the
+// whole parse's error.
+func samePieces(t *testing.T, body []byte, first, last int64) *httpbody.Error {
+	t.Helper()
+	var wholeErr *httpbody.Error
+	for _, form := range []rowForm{cacheRows, userJSON} {
+		whole, werr := parseRowsIn(body, first, last, form, 1)
+		wholeErr = werr
+		for parts := 2; parts <= 6; parts++ {
+			c, rerr := parseRowsIn(body, first, last, form, parts)
+			switch {
+			case (werr == nil) != (rerr == nil):
+				t.Fatalf("form %d, %d pieces: error %v, whole %v", form, parts, rerr, werr)
+			case werr != nil && *werr != *rerr:
+				t.Fatalf("form %d, %d pieces: error %+v, whole %+v", form, parts, *rerr, *werr)
+			case werr == nil && (!slices.Equal(c.rows, whole.rows) || !slices.Equal(c.ends, whole.ends) || !slices.Equal(c.seqs, whole.seqs) || !slices.Equal(c.ats, whole.ats)):
+				t.Fatalf("form %d, %d pieces: seqs %v ends %v, whole %v %v", form, parts, c.seqs, c.ends, whole.seqs, whole.ends)
+			}
+			if c != nil {
+				c.release()
+			}
+		}
+		if whole != nil {
+			whole.release()
+		}
+	}
+	return wholeErr
+}
+
+// A body parsed in pieces (as a forward unit is) gives the rows or the error parsing it
+// whole gives, whichever piece a broken rule falls in and whatever lies on a cut.
+func TestParseRowsInPieces(t *testing.T) {
+	line := func(seq int64) string { return string(rows(seq)) }
+	lines := func(from, to int64) string { return string(rows(seqRange(from, to)...)) }
+	tests := []struct {
+		name        string
+		body        string
+		first, last int64
+		kind        string // the whole parse's error, "" for none
+	}{
+		{"valid", lines(1, 12), 1, 12, ""},
+		{"valid, CRLF and blank lines", strings.ReplaceAll(lines(1, 6), "\n", "\r\n\n") + "\n\n", 1, 6, ""},
+		{"bad JSON late", lines(1, 9) + "{\n" + lines(10, 12), 1, 12, "bad_json"},
+		{"bad JSON first", "{\n" + lines(1, 12), 1, 12, "bad_json"},
+		{"seqs go back in the middle", lines(1, 6) + line(3) + lines(7, 12), 1, 12, "bad_seq"},
+		{"seqs go back at the end", lines(1, 11) + line(5), 1, 12, "bad_seq"},
+		{"a seq above the range, then going back", lines(1, 6) + line(40) + line(7) + lines(8, 12), 1, 12, "bad_seq_range"},
+		{"first row not the declared first", lines(2, 12), 1, 12, "bad_seq_range"},
+		{"blank lines before a wrong first row", strings.Repeat("\n", 2000) + lines(2, 12), 1, 12, "bad_seq_range"},
+		{"blank lines before the rows", strings.Repeat("\n", 2000) + lines(1, 12), 1, 12, ""},
+		{"last row short of the range", lines(1, 11), 1, 12, "bad_seq_range"},
+		{"only blank lines", strings.Repeat(" \n", 30), 1, 12, "bad_seq_range"},
+		{"two broken rules, the earlier wins", lines(1, 4) + line(2) + lines(5, 8) + "[]\n" + lines(9, 12), 1, 12, "bad_seq"},
+		{"reserved field late", lines(1, 10) + `{"_hyp_ingest_seq":11,"_hyp_x":1}` + "\n" + line(12), 1, 12, "reserved_field"},
+		{"no trailing newline", strings.TrimSuffix(lines(1, 12), "\n"), 1, 12, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rerr := samePieces(t, []byte(tc.body), tc.first, tc.last)
+			switch {
+			case tc.kind == "" && rerr != nil:
+				t.Fatalf("error %+v", *rerr)
+			case tc.kind != "" && (rerr == nil || rerr.Kind != tc.kind):
+				t.Fatalf("error %v, want %s", rerr, tc.kind)
+			}
+		})
 	}
 }
