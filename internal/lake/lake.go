@@ -9,6 +9,10 @@
 // recovering commit is made only against a head it has checked for its commit id: a data
 // file is never added to a table twice.
 //
+// It also owns making a local warehouse's files durable before a commit names them
+// (durable.go), which replaces iceberg-go's local file IO for the whole process and must
+// leave every path outside an open Lake's warehouse as that IO treats it.
+//
 // The package never reads the cache or the watermarks (the sink decides what a unit holds
 // and when to ask), deletes files only in Maintain and only those nothing retained or
 // pending can need (maintain.go), and never rewrites a column's type.
@@ -89,6 +93,9 @@ type Options struct {
 	PathStyle   bool
 	Gateway     string // this machine, recorded in _hyp_gateway and hyp.gateway
 	Writer      string // the sink instance committing, part of its PropLastCommit key
+
+	// syncFile makes one file of a local warehouse durable: nil is fsync; tests count.
+	syncFile func(*os.File) error
 }
 
 // Lake is an iceberg sink's catalog and warehouse.
@@ -100,6 +107,8 @@ type Lake struct {
 	gw   string
 	// lastKey is this writer's PropLastCommit property.
 	lastKey string
+	// durable ends the fsyncs of a local warehouse's files (durable.go); nil on S3.
+	durable func()
 }
 
 // Open connects to the catalog (creating the sqlite file, the local warehouse and the
@@ -127,13 +136,22 @@ func Open(ctx context.Context, o Options) (*Lake, error) {
 				return nil, err
 			}
 		}
-		if err := os.MkdirAll(warehouse, 0o700); err != nil {
+		if err := fsutil.MkdirAllSync(warehouse); err != nil {
 			return nil, fmt.Errorf("warehouse: %w", err)
 		}
+	}
+	l := &Lake{ns: table.Identifier{o.Namespace}, part: o.PartitionBy, gw: o.Gateway, lastKey: PropLastCommit + o.Writer + "/" + o.Gateway}
+	if !strings.HasPrefix(warehouse, "s3://") {
+		l.durable = keepDurable(warehouse, o.syncFile)
 		warehouse = FileURI(warehouse)
 	}
+	opened := false
+	defer func() {
+		if !opened && l.durable != nil {
+			l.durable()
+		}
+	}()
 	props["warehouse"] = warehouse
-	l := &Lake{ns: table.Identifier{o.Namespace}, part: o.PartitionBy, gw: o.Gateway, lastKey: PropLastCommit + o.Writer + "/" + o.Gateway}
 	switch o.Catalog {
 	case "sql":
 		driver, dialect, dsn, err := sqlSource(o.URI)
@@ -166,6 +184,7 @@ func Open(ctx context.Context, o Options) (*Lake, error) {
 		l.Close()
 		return nil, fmt.Errorf("create namespace %s: %w", o.Namespace, err)
 	}
+	opened = true
 	return l, nil
 }
 
@@ -209,6 +228,9 @@ func localFile(location string) (path string, ok bool) {
 
 // Close releases the catalog.
 func (l *Lake) Close() error {
+	if l.durable != nil {
+		l.durable()
+	}
 	var err error
 	if c, ok := l.cat.(interface{ Close() error }); ok {
 		err = c.Close()
