@@ -158,7 +158,9 @@ func (m *propModel) newDriver(t *rapid.T) {
 	old := m.fakes
 	m.fakes = map[string]*fakeShipper{}
 	for _, x := range d.insts {
-		f := &fakeShipper{lim: limits{rows: m.unitRows[x.name]}}
+		// The forward sink reads its next unit ahead, as forwardLimits has it, so the model
+		// also covers the advance that writes the next unit's intent.
+		f := &fakeShipper{lim: limits{rows: m.unitRows[x.name], readAhead: x.name == fwdSinkName}}
 		if old != nil {
 			f.calls = old[x.name].calls
 		}
