@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -12,6 +13,12 @@ type metrics struct {
 	rows     *prometheus.CounterVec
 	requests *prometheus.CounterVec
 	rejected *prometheus.CounterVec
+	step     *prometheus.HistogramVec
+}
+
+// since records how long a chunk's step took since start.
+func (m *metrics) since(step string, start time.Time) {
+	m.step.WithLabelValues(step).Observe(time.Since(start).Seconds())
 }
 
 // newMetrics registers on reg when it is not nil; without one the counters still count, so
@@ -30,11 +37,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "hyp_server_rejected_total",
 			Help: "Requests refused, by error kind.",
 		}, []string{"reason"}),
+		// A sender waits for each chunk's answer before it sends the partition's next, so
+		// these steps bound how fast one gateway's backlog drains.
+		step: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "hyp_server_chunk_step_seconds",
+			Help:    "Time a forwarded chunk spent in each step: read (its body, decompressed), parse (validated and framed), keep (ledger lookup, durable store, ledger record).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"step"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	collectors := []prometheus.Collector{m.rows, m.requests, m.rejected}
+	collectors := []prometheus.Collector{m.rows, m.requests, m.rejected, m.step}
 	if err := promreg.Register(reg, collectors...); err != nil {
 		return nil, fmt.Errorf("server: registering metrics: %w", err)
 	}

@@ -180,7 +180,9 @@ func (h *handler) ingest(w http.ResponseWriter, r *http.Request, dataset string)
 		return h.reject(w, &httpbody.Error{Status: http.StatusForbidden, Kind: "gateway_not_allowed",
 			Msg: fmt.Sprintf("this token may not send as gateway %.128q (see the gateway globs of its line in the server's token file)", gw)})
 	}
+	start := time.Now()
 	buf, rerr := httpbody.Read(r, h.maxBody, tooLarge)
+	h.metrics.since("read", start)
 	if rerr != nil {
 		return h.reject(w, rerr)
 	}
@@ -199,7 +201,9 @@ func (h *handler) ingest(w http.ResponseWriter, r *http.Request, dataset string)
 	if ie := cache.CheckDataset(dataset); ie != nil {
 		return h.poison(w, "", fw, &httpbody.Error{Status: http.StatusBadRequest, Kind: ie.Kind, Msg: ie.Msg})
 	}
+	start = time.Now()
 	ch, rerr := parseRows(body, fw.first, fw.last, h.form)
+	h.metrics.since("parse", start)
 	if rerr != nil {
 		return h.poison(w, dataset, fw, rerr)
 	}
@@ -218,7 +222,9 @@ type keeper interface {
 
 // commit has the chunk kept and answers the sender.
 func (h *handler) commit(ctx context.Context, w http.ResponseWriter, dataset string, fw forward, ch *chunk) int {
+	start := time.Now()
 	accepted, err := h.keeper.keep(ctx, dataset, fw, ch)
+	h.metrics.since("keep", start)
 	var poison *httpbody.Error
 	if errors.As(err, &poison) {
 		return h.poison(w, dataset, fw, poison)

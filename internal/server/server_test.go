@@ -596,6 +596,10 @@ func TestMetrics(t *testing.T) {
 		`hyp_server_requests_total{code="401"}`:                    1,
 		`hyp_server_rejected_total{reason="bad_json"}`:             1,
 		`hyp_server_rejected_total{reason="unauthorized"}`:         1,
+		// The unauthorized request reads no body; the bad one is not kept.
+		`hyp_server_chunk_step_seconds_count{step="read"}`:  3,
+		`hyp_server_chunk_step_seconds_count{step="parse"}`: 3,
+		`hyp_server_chunk_step_seconds_count{step="keep"}`:  2,
 	}
 	got := gather(t, e.reg)
 	for k, v := range want {
@@ -605,7 +609,8 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
-// gather flattens a registry's counters to `name{label="value",...}` -> value.
+// gather flattens a registry's counters to `name{label="value",...}` -> value, and its
+// histograms to `name_count{...}` -> how many samples.
 func gather(t *testing.T, g prometheus.Gatherer) map[string]float64 {
 	t.Helper()
 	mfs, err := g.Gather()
@@ -618,6 +623,10 @@ func gather(t *testing.T, g prometheus.Gatherer) map[string]float64 {
 			var labels []string
 			for _, l := range m.GetLabel() {
 				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+			}
+			if h := m.GetHistogram(); h != nil {
+				out[mf.GetName()+"_count{"+strings.Join(labels, ",")+"}"] = float64(h.GetSampleCount())
+				continue
 			}
 			out[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = m.GetCounter().GetValue()
 		}

@@ -99,6 +99,7 @@ type metrics struct {
 	exported *prometheus.CounterVec
 	failures *prometheus.CounterVec
 	withheld *prometheus.CounterVec
+	unitStep *prometheus.HistogramVec
 	maintain *maintainMetrics
 	reg      prometheus.Registerer // for what a sink registers as it is built (its TLS reloads)
 }
@@ -120,12 +121,17 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		exported: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hyp_sink_exported_rows_total", Help: "Rows a sink delivered to its destination."}, []string{"sink", "dataset"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hyp_sink_export_failures_total", Help: "Export units that failed or were quarantined."}, []string{"sink"}),
 		withheld: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hyp_sink_withheld_rows_total", Help: "Rows a sink skipped and advanced past because withhold_sources matched."}, []string{"sink", "dataset"}),
+		// A partition ships one unit at a time, so these steps add up to how fast it
+		// catches up: where a slow backlog's time goes.
+		unitStep: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "hyp_sink_unit_step_seconds",
+			Help:    "Time a forward or blob sink's export unit spent in each step: read (its rows from the cache, or waiting for the read ahead), ship (to the destination's answer), record (a watermark file write: an intent, an advance).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"sink", "step"}),
 		maintain: newMaintainMetrics(),
 		reg:      o.Registerer,
 	}
 	d := &Driver{store: watermark.Open(filepath.Join(o.Home, "sinks"), log, now), cache: o.Cache, log: log, now: now}
 	if o.Registerer != nil {
-		o.Registerer.MustRegister(m.exported, m.failures, m.withheld, positionCollector{d}, forwardCollector{d})
+		o.Registerer.MustRegister(m.exported, m.failures, m.withheld, m.unitStep, positionCollector{d}, forwardCollector{d})
 		o.Registerer.MustRegister(m.maintain.collectors()...)
 	}
 	names := make([]string, 0, len(o.Sinks))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -467,7 +468,10 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 		case st.Intent != nil:
 			// A unit decided before a crash or a failed attempt: exactly those rows again.
 			u = *st.Intent
-			if rows, err = x.readToShip(ctx, p, u.From, u.Last, limits{rows: 1 << 62}); err != nil {
+			t := time.Now()
+			rows, err = x.readToShip(ctx, p, u.From, u.Last, limits{rows: 1 << 62})
+			x.step("read", t)
+			if err != nil {
 				res.err = err
 				return res
 			}
@@ -498,6 +502,7 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 			return res // nothing new: no data file was opened
 		default:
 			// A withheld partition's rows are counted, never shipped, so they are not encoded.
+			t := time.Now()
 			read := x.readToShip
 			if x.withheld(p) {
 				read = x.read
@@ -512,6 +517,7 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 					return res
 				}
 			}
+			x.step("read", t)
 			if rows.rows == 0 {
 				// Every row in (Seq, head] is gone from the cache (retention records such
 				// losses as gaps when it forces them); nothing is left to ship.
@@ -537,10 +543,13 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 				x.metrics.withheld.WithLabelValues(x.name, p.Dataset).Add(float64(u.Rows))
 				continue
 			}
-			if st, err = x.store.Update(k, st.Generation, func(s *watermark.State) error {
+			t = time.Now()
+			st, err = x.store.Update(k, st.Generation, func(s *watermark.State) error {
 				s.Intent = &u
 				return nil
-			}); err != nil {
+			})
+			x.step("record", t)
+			if err != nil {
 				rows.release()
 				if errors.Is(err, watermark.ErrStale) {
 					continue
@@ -559,14 +568,21 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 				ahead = x.startReadAhead(ctx, p, u.Last, head, lim)
 			}
 		}
+		t := time.Now()
 		n, err := x.shipUnit(ctx, p, u, rows)
+		x.step("ship", t)
 		rows.release()
 		if err == nil {
 			if x.hooks.afterShip != nil {
 				x.hooks.afterShip(k, u)
 			}
 			now := x.now().UTC()
+			t = time.Now()
 			nx := x.decideAhead(p, ahead, u.Last, head, lim)
+			if nx.rows != nil {
+				x.step("read", t)
+			}
+			t = time.Now()
 			st, err = x.store.Update(k, st.Generation, func(s *watermark.State) error {
 				s.Seq, s.ExportedRows, s.Intent = u.Last, s.ExportedRows+rows.rows, nil
 				s.LastExportAt, s.LastError = &now, ""
@@ -575,6 +591,7 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 				}
 				return nil
 			})
+			x.step("record", t)
 			if errors.Is(err, watermark.ErrStale) {
 				nx.rows.release()
 				log.Info("watermark moved while a unit was shipping; the new position wins", "unit_first", u.First, "unit_last", u.Last)
@@ -646,6 +663,11 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 			return res
 		}
 	}
+}
+
+// step records how long a unit's step took since start (hyp_sink_unit_step_seconds).
+func (x *instance) step(name string, start time.Time) {
+	x.metrics.unitStep.WithLabelValues(x.name, name).Observe(time.Since(start).Seconds())
 }
 
 // decided is a unit decided with its rows.

@@ -131,14 +131,18 @@ func TestMaintainSchedule(t *testing.T) {
 	checkLake(t, "after scheduled maintenance", l, readLake(t, dir))
 }
 
+// metricValue is a counter's or a gauge's value, or how many samples a histogram holds.
 func metricValue(t *testing.T, m prometheus.Metric) float64 {
 	t.Helper()
 	var out dto.Metric
 	if err := m.Write(&out); err != nil {
 		t.Fatal(err)
 	}
-	if out.Counter != nil {
+	switch {
+	case out.Counter != nil:
 		return out.Counter.GetValue()
+	case out.Histogram != nil:
+		return float64(out.Histogram.GetSampleCount())
 	}
 	return out.Gauge.GetValue()
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/hyp-project/hyp/internal/watermark"
 )
 
@@ -175,5 +177,34 @@ func TestAdvanceWritesTheReadAheadIntent(t *testing.T) {
 	exactlyOnce(t, e.l, calls, "a")
 	if st := getWM(t, e.d, key("s1", "a")); st.Intent != nil || st.Seq != calls[len(calls)-1].Unit.Last {
 		t.Fatalf("watermark at the end: %+v", st)
+	}
+}
+
+// hyp_sink_unit_step_seconds sees every unit's steps: one read and one ship a unit; with
+// the next unit read ahead one watermark write a unit and the first intent, without it two.
+func TestUnitStepsMetric(t *testing.T) {
+	for _, ahead := range []bool{false, true} {
+		t.Run(fmt.Sprintf("read ahead %v", ahead), func(t *testing.T) {
+			e := newEnv(t, 4)
+			x := e.d.inst(t, "s1")
+			x.lim.readAhead = ahead
+			e.l.ingest(t, e.c, "a", 14)
+			if err := e.c.Flush(e.ctx); err != nil {
+				t.Fatal(err)
+			}
+			if res := runNow(t, e.d, "s1"); res.Status != "ok" || res.Units != 4 {
+				t.Fatalf("run: %+v", res)
+			}
+			count := func(step string) float64 {
+				return metricValue(t, x.metrics.unitStep.WithLabelValues("s1", step).(prometheus.Metric))
+			}
+			records := 8.0
+			if ahead {
+				records = 5
+			}
+			if r, s, w := count("read"), count("ship"), count("record"); r != 4 || s != 4 || w != records {
+				t.Fatalf("steps observed: read %v, ship %v, record %v; want 4, 4, %v", r, s, w, records)
+			}
+		})
 	}
 }
