@@ -3,17 +3,21 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hyp-project/hyp/internal/cache"
 	"github.com/hyp-project/hyp/internal/config"
@@ -109,7 +113,8 @@ func forwardBench(ctx context.Context, bin, dir, tokenFile string, c *cache.Cach
 			return err
 		}
 		name := "forward-" + comp
-		d, err := sink.New(ctx, sink.Options{Home: dir, Cache: c, Sinks: map[string]config.Sink{
+		reg := prometheus.NewRegistry()
+		d, err := sink.New(ctx, sink.Options{Home: dir, Cache: c, Registerer: reg, Sinks: map[string]config.Sink{
 			name: {Type: "forward", URL: config.URLs{"http://" + addr}, TokenFile: tokenFile, Schedule: "@every 1h", Compression: comp},
 		}})
 		var rows int64
@@ -118,12 +123,17 @@ func forwardBench(ctx context.Context, bin, dir, tokenFile string, c *cache.Cach
 			rows, err = runSink(ctx, d, name, what)
 		}
 		sender = cpuTime() - sender
+		var steps string
+		if err == nil {
+			steps, err = unitSteps(reg, "http://"+addr+"/metrics")
+		}
 		server := stop()
 		if err != nil {
 			return err
 		}
 		perM := 1e6 / float64(max(rows, 1))
 		fmt.Printf("  cpu per 1M rows: sender %.2f s, server %.2f s\n", sender.Seconds()*perM, server.Seconds()*perM)
+		fmt.Printf("  a unit's steps (mean): %s\n", steps)
 	}
 	return nil
 }
@@ -143,6 +153,63 @@ func runSink(ctx context.Context, d *sink.Driver, name, what string) (int64, err
 	fmt.Printf("sink %s: %d rows in %d units, %.1f MB (%.1f bytes/row), %s: %.0f rows/s %v\n", name, r.Rows, r.Units,
 		float64(r.Bytes)/1e6, float64(r.Bytes)/float64(max(r.Rows, 1)), el.Round(time.Millisecond), float64(r.Rows)/el.Seconds(), r.Errors)
 	return r.Rows, nil
+}
+
+// unitSteps is the mean time of each step of a forwarded unit: the sender's from reg
+// (hyp_sink_unit_step_seconds), the server's from its /metrics at url
+// (hyp_server_chunk_step_seconds). A partition's units go one at a time, so the steps add
+// up to its rate.
+func unitSteps(reg prometheus.Gatherer, url string) (string, error) {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return "", err
+	}
+	var out []string
+	for _, mf := range mfs {
+		if mf.GetName() != "hyp_sink_unit_step_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if h := m.GetHistogram(); l.GetName() == "step" && h.GetSampleCount() > 0 {
+					out = append(out, fmt.Sprintf("sender %s %.1f ms", l.GetValue(), 1e3*h.GetSampleSum()/float64(h.GetSampleCount())))
+				}
+			}
+		}
+	}
+	resp, err := http.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	text, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	// Text exposition: `hyp_server_chunk_step_seconds_sum{step="parse"} 0.51`, then _count.
+	sums := map[string]float64{}
+	for _, line := range strings.Split(string(text), "\n") {
+		var step, kind string
+		var v float64
+		for _, k := range []string{"sum", "count"} {
+			prefix := "hyp_server_chunk_step_seconds_" + k + `{step="`
+			if rest, ok := strings.CutPrefix(line, prefix); ok {
+				if i := strings.Index(rest, `"} `); i > 0 {
+					step, kind = rest[:i], k
+					v, _ = strconv.ParseFloat(rest[i+3:], 64)
+				}
+			}
+		}
+		switch kind {
+		case "sum":
+			sums[step] += v
+		case "count":
+			if v > 0 {
+				out = append(out, fmt.Sprintf("server %s %.1f ms", step, 1e3*sums[step]/v))
+			}
+		}
+	}
+	return strings.Join(out, ", "), nil
 }
 
 // startServer runs `hyp server` on a new home and waits until it answers. stop ends it and
