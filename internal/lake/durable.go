@@ -31,10 +31,23 @@ import (
 
 // warehouses are the local warehouses of the open Lakes, by directory.
 var warehouses = struct {
-	once  sync.Once
 	mu    sync.Mutex
 	roots map[string]*warehouseRoot
 }{roots: map[string]*warehouseRoot{}}
+
+// init swaps the IO in before any goroutine can look it up: swapped later, a table load
+// elsewhere in the process (the cache's flush) could fall between the Unregister and the
+// Register and find no IO for file locations. Until a Lake opens, durableFS is exactly
+// iceberg-go's local IO.
+func init() {
+	// The built-in local IO serves both "file" and scheme-less locations.
+	for _, scheme := range []string{"file", ""} {
+		icebergio.Unregister(scheme)
+		icebergio.Register(scheme, func(context.Context, *url.URL, map[string]string) (icebergio.IO, error) {
+			return durableFS{}, nil
+		})
+	}
+}
 
 type warehouseRoot struct {
 	open int                  // Lakes open on it
@@ -44,15 +57,6 @@ type warehouseRoot struct {
 // keepDurable makes the files iceberg-go writes under dir durable until the returned func
 // is called (a Lake's Close). syncFile is what makes one file durable; nil is fsync.
 func keepDurable(dir string, syncFile func(*os.File) error) (release func()) {
-	warehouses.once.Do(func() {
-		// The built-in local IO serves both "file" and scheme-less locations.
-		for _, scheme := range []string{"file", ""} {
-			icebergio.Unregister(scheme)
-			icebergio.Register(scheme, func(context.Context, *url.URL, map[string]string) (icebergio.IO, error) {
-				return durableFS{}, nil
-			})
-		}
-	})
 	if syncFile == nil {
 		syncFile = (*os.File).Sync
 	}
