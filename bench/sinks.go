@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -18,6 +16,9 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/hyp-project/hyp/internal/cache"
 	"github.com/hyp-project/hyp/internal/config"
@@ -160,52 +161,38 @@ func runSink(ctx context.Context, d *sink.Driver, name, what string) (int64, err
 // (hyp_server_chunk_step_seconds). A partition's units go one at a time, so the steps add
 // up to its rate.
 func unitSteps(reg prometheus.Gatherer, url string) (string, error) {
-	mfs, err := reg.Gather()
+	sender, err := reg.Gather()
 	if err != nil {
 		return "", err
-	}
-	var out []string
-	for _, mf := range mfs {
-		if mf.GetName() != "hyp_sink_unit_step_seconds" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if h := m.GetHistogram(); l.GetName() == "step" && h.GetSampleCount() > 0 {
-					out = append(out, fmt.Sprintf("sender %s %.1f ms", l.GetValue(), 1e3*h.GetSampleSum()/float64(h.GetSampleCount())))
-				}
-			}
-		}
 	}
 	resp, err := http.Get(url)
 	if err != nil {
 		return "", err
 	}
 	defer resp.Body.Close()
-	text, err := io.ReadAll(resp.Body)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	server, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("%s: %w", url, err)
 	}
-	// Text exposition: `hyp_server_chunk_step_seconds_sum{step="parse"} 0.51`, then _count.
-	sums := map[string]float64{}
-	for _, line := range strings.Split(string(text), "\n") {
-		var step, kind string
-		var v float64
-		for _, k := range []string{"sum", "count"} {
-			prefix := "hyp_server_chunk_step_seconds_" + k + `{step="`
-			if rest, ok := strings.CutPrefix(line, prefix); ok {
-				if i := strings.Index(rest, `"} `); i > 0 {
-					step, kind = rest[:i], k
-					v, _ = strconv.ParseFloat(rest[i+3:], 64)
-				}
+	var out []string
+	for _, end := range []struct {
+		name, family string
+		mfs          []*dto.MetricFamily
+	}{
+		{"sender", "hyp_sink_unit_step_seconds", sender},
+		{"server", "hyp_server_chunk_step_seconds", []*dto.MetricFamily{server["hyp_server_chunk_step_seconds"]}},
+	} {
+		for _, mf := range end.mfs {
+			if mf.GetName() != end.family {
+				continue
 			}
-		}
-		switch kind {
-		case "sum":
-			sums[step] += v
-		case "count":
-			if v > 0 {
-				out = append(out, fmt.Sprintf("server %s %.1f ms", step, 1e3*sums[step]/v))
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if h := m.GetHistogram(); l.GetName() == "step" && h.GetSampleCount() > 0 {
+						out = append(out, fmt.Sprintf("%s %s %.1f ms", end.name, l.GetValue(), 1e3*h.GetSampleSum()/float64(h.GetSampleCount())))
+					}
+				}
 			}
 		}
 	}

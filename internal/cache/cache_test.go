@@ -130,7 +130,6 @@ func TestIngestFlushScan(t *testing.T) {
 
 func removeFile(dir, name string) error { return os.Remove(filepath.Join(dir, name)) }
 
-// rowOf is a JSON object in the row form, as a server that parsed it hands it over.
 // framedOf is lines in the row form, each framed as IngestPartitionRows takes them.
 func framedOf(t *testing.T, lines ...string) ([]byte, int) {
 	t.Helper()
@@ -144,6 +143,7 @@ func framedOf(t *testing.T, lines ...string) ([]byte, int) {
 	return body, len(lines)
 }
 
+// rowOf is a JSON object in the row form, as a server that parsed it hands it over.
 func rowOf(t *testing.T, line string) []byte {
 	t.Helper()
 	var sc jsonrow.Scanner
