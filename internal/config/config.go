@@ -10,11 +10,12 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"regexp"
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	hyphome "github.com/hyp-project/hyp/internal/home"
 )
 
 // DatasetName is the syntax of a dataset name.
@@ -157,7 +158,7 @@ func Default(home string) *Config {
 			"local-parquet": {
 				Type:        "blob",
 				Format:      "parquet",
-				Destination: Destination{Type: "local-fs", Path: filepath.Join(home, "exports")},
+				Destination: Destination{Type: "local-fs", Path: hyphome.Exports(home)},
 				Schedule:    defaultSchedule,
 			},
 		},
@@ -190,7 +191,7 @@ func load(home, path string, env Env) (*Config, error) {
 func read(home, path string) (string, []byte, error) {
 	name := path
 	if name == "" {
-		name = filepath.Join(home, "hyp.yaml")
+		name = hyphome.Config(home)
 	}
 	data, err := os.ReadFile(name)
 	switch {

@@ -126,10 +126,11 @@ func warnTokenFileMode(path string, log *slog.Logger) {
 // localFront is the single-node server: forwarded rows go to the node's cache, deduped by
 // the ledger in <home>/server/ledger.db.
 func localFront(ctx context.Context, dir string, o server.Options, n *node.Node) (http.Handler, func(), error) {
-	if err := os.MkdirAll(filepath.Join(dir, "server"), 0o700); err != nil {
+	path := home.Ledger(dir)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, nil, err
 	}
-	led, err := ledger.Open(filepath.Join(dir, "server", "ledger.db"))
+	led, err := ledger.Open(path)
 	if err != nil {
 		return nil, nil, err
 	}

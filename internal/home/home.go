@@ -57,3 +57,17 @@ func Cache(home string) string { return filepath.Join(home, "cache") }
 
 // Config is the default config file.
 func Config(home string) string { return filepath.Join(home, "hyp.yaml") }
+
+// Sinks holds every sink instance's own state, a directory per instance (Sink); the
+// watermark store lays out its files beneath it.
+func Sinks(home string) string { return filepath.Join(home, "sinks") }
+
+// Sink is one sink instance's directory: its watermarks, quarantined units and temp files.
+func Sink(home, instance string) string { return filepath.Join(Sinks(home), instance) }
+
+// Ledger is `hyp server`'s ledger on a single node: every seq it stored, per gateway,
+// dataset and partition. Its directory is the caller's to create.
+func Ledger(home string) string { return filepath.Join(home, "server", "ledger.db") }
+
+// Exports is the root of the default local-fs sink.
+func Exports(home string) string { return filepath.Join(home, "exports") }

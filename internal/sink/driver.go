@@ -129,7 +129,7 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		maintain: newMaintainMetrics(),
 		reg:      o.Registerer,
 	}
-	d := &Driver{store: watermark.Open(filepath.Join(o.Home, "sinks"), log, now), cache: o.Cache, log: log, now: now}
+	d := &Driver{store: watermark.Open(home.Sinks(o.Home), log, now), cache: o.Cache, log: log, now: now}
 	if o.Registerer != nil {
 		o.Registerer.MustRegister(m.exported, m.failures, m.withheld, m.unitStep, positionCollector{d}, forwardCollector{d})
 		o.Registerer.MustRegister(m.maintain.collectors()...)

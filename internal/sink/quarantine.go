@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/hyp-project/hyp/internal/fsutil"
+	"github.com/hyp-project/hyp/internal/home"
 	"github.com/hyp-project/hyp/internal/partition"
 	"github.com/hyp-project/hyp/internal/rowjson"
 	"github.com/hyp-project/hyp/internal/watermark"
@@ -32,7 +33,7 @@ func (x *instance) quarantine(ctx context.Context, p Part, u watermark.Unit, cau
 	if err != nil {
 		return q, err
 	}
-	dir := filepath.Join(x.home, "sinks", x.name, "quarantine", p.Dataset, seg)
+	dir := filepath.Join(home.Sink(x.home, x.name), "quarantine", p.Dataset, seg)
 	if err := fsutil.MkdirAllSync(dir); err != nil {
 		return q, err
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/hyp-project/hyp/internal/blob"
 	"github.com/hyp-project/hyp/internal/config"
 	"github.com/hyp-project/hyp/internal/forward"
+	"github.com/hyp-project/hyp/internal/home"
 	"github.com/hyp-project/hyp/internal/tlsconf"
 	"github.com/hyp-project/hyp/internal/watermark"
 )
@@ -103,7 +104,7 @@ func newShipper(ctx context.Context, x *instance, unitRows int64) (shipper, limi
 			}
 			dest = l
 		case "s3":
-			dest, err = blob.NewS3(ctx, blob.S3Config{Bucket: d.Bucket, Prefix: d.Prefix, Region: d.Region, Endpoint: d.Endpoint, ForcePathStyle: d.ForcePathStyle}, filepath.Join(x.home, "sinks", x.name, "tmp"))
+			dest, err = blob.NewS3(ctx, blob.S3Config{Bucket: d.Bucket, Prefix: d.Prefix, Region: d.Region, Endpoint: d.Endpoint, ForcePathStyle: d.ForcePathStyle}, filepath.Join(home.Sink(x.home, x.name), "tmp"))
 			if err != nil {
 				return nil, limits{}, err
 			}
