@@ -88,12 +88,14 @@ soak: tools
 # Side by side with the OpenTelemetry Collector v0.165.0 under one load generator
 # (bench/peers/README.md): the collector is built once with the official builder from the Go
 # module proxy (~3 min), then both run alternately and the ratios are printed. DUR and REPS
-# (default 15s, 2) set the length; figures go to docs/PERFORMANCE.md.
+# (default 15s, 2) set the length; figures go to docs/PERFORMANCE.md. Then the forward figure
+# (bench/peers/forward.sh): a backlog the generator ingested, forwarded to a local `hyp server`.
 PEERS_DIR := $(HOME)/.cache/hyp-tools/peers
 bench: build $(PEERS_DIR)/otelcol
 	cd bench/peers/load && $(GO) build -o $(PEERS_DIR)/load/bin/ ./cmd/...
 	cp -r bench/peers/configs $(PEERS_DIR)/
 	PEERS=$(PEERS_DIR) HYP=$(CURDIR)/$(BIN) bench/peers/sbs.sh
+	PEERS=$(PEERS_DIR) HYP=$(CURDIR)/$(BIN) bench/peers/forward.sh
 
 $(PEERS_DIR)/otelcol:
 	mkdir -p $(PEERS_DIR) && cp -r bench/peers/. $(PEERS_DIR)/ && PEERS=$(PEERS_DIR) $(PEERS_DIR)/build.sh
