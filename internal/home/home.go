@@ -62,7 +62,8 @@ func Config(home string) string { return filepath.Join(home, "hyp.yaml") }
 // watermark store lays out its files beneath it.
 func Sinks(home string) string { return filepath.Join(home, "sinks") }
 
-// Sink is one sink instance's directory: its watermarks, quarantined units and temp files.
+// Sink is one sink instance's directory: its watermarks, quarantined units and temp files,
+// laid out beneath it by the watermark store and the sink package.
 func Sink(home, instance string) string { return filepath.Join(Sinks(home), instance) }
 
 // Ledger is `hyp server`'s ledger on a single node: every seq it stored, per gateway,
