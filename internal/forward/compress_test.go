@@ -22,10 +22,19 @@ func ndjson(rows int) []byte {
 	return b.Bytes()
 }
 
+// TestCompressRoundTrip also sends a body past 8 MiB, which a zstd frame must carry in a
+// window the receiver accepts (RFC 9659's limit, decompress's WithDecoderMaxWindow).
 func TestCompressRoundTrip(t *testing.T) {
-	body := ndjson(2000)
-	for _, kind := range []Compression{None, Gzip, Zstd} {
-		t.Run(kind.String(), func(t *testing.T) {
+	small, large := ndjson(2000), ndjson(40_000)
+	if len(large) <= 8<<20 {
+		t.Fatalf("the large body is %d bytes, not past 8 MiB", len(large))
+	}
+	for _, tc := range []struct {
+		kind Compression
+		body []byte
+	}{{None, small}, {Gzip, small}, {Zstd, small}, {Gzip, large}, {Zstd, large}} {
+		kind, body := tc.kind, tc.body
+		t.Run(fmt.Sprintf("%s/%d", kind, len(body)), func(t *testing.T) {
 			c, err := newCompressor(kind)
 			if err != nil {
 				t.Fatal(err)
