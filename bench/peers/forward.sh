@@ -40,6 +40,8 @@ EOF
   wait_up http://127.0.0.1:4318/healthz
   "$P/load/bin/loadgen" -url "http://127.0.0.1:4318/v1/ingest/logs?source=loadgen" -format ndjson -clients 4 \
     -duration "$DUR" -records 1000 -pid $dpid -prefix "f$rep" -label "ingest-$rep" -json "$OUT/ingest-$rep.json" > /dev/null
+  # `cache status` flushes what ingest left in the log, so neither forward below pays for it.
+  "$HYP" cache status --home "$home" > /dev/null
   # The sender alone first, against nullcentral (reads each body, answers 200, stores
   # nothing); then the same backlog again, rewound, to a real `hyp server`.
   "$P/load/bin/nullcentral" -listen 127.0.0.1:4319 > "$OUT/null.log" 2>&1 & npid=$!
