@@ -51,10 +51,12 @@ EOF
   "$HYP" sink rewind central --home "$home" --to-earliest > /dev/null
   "$HYP" server --home "$srv" --listen 127.0.0.1:4319 --token-file "$OUT/tokens" > "$OUT/server.log" 2>&1 & spid=$!
   wait_up http://127.0.0.1:4319/healthz
+  curl -s http://127.0.0.1:4318/metrics > "$OUT/steps0-$rep.txt"
   forward $dpid $spid "$OUT/run-$rep"
+  curl -s http://127.0.0.1:4318/metrics > "$OUT/steps1-$rep.txt"
   kill -TERM $dpid $spid; wait $dpid $spid 2>/dev/null
-  python3 - "$OUT/ingest-$rep.json" "$OUT/null-$rep" "$OUT/run-$rep" "$COMP" <<'PY'
-import json, sys
+  python3 - "$OUT/ingest-$rep.json" "$OUT/null-$rep" "$OUT/run-$rep" "$COMP" "$OUT/steps0-$rep.txt" "$OUT/steps1-$rep.txt" <<'PY'
+import json, re, sys
 ing = json.load(open(sys.argv[1]))
 def fwd(prefix):
     run = json.load(open(prefix + ".json"))["sinks"][0]
@@ -71,5 +73,18 @@ print(f"ingest {ing['records_per_s']:>9,.0f} rec/s (hyp {ing['target_cpu_s_per_m
       f"forward {sys.argv[4]} {rate:>9,.0f} rows/s ({run['rows']} rows, {run['units']} units, {run['bytes'] / max(run['rows'], 1):.1f} bytes/row; "
       f"sender {send:.2f} CPU-s/1M, server {serve:.2f})   "
       f"sender alone {nrate:>9,.0f} rows/s ({nsend:.2f} CPU-s/1M)   RATIO forward/ingest {rate / ing['records_per_s']:.2f}")
+# The sender's mean time per unit in each step (hyp_sink_unit_step_seconds) during the
+# forward to the server: the difference of the daemon's histograms before and after it.
+def steps(path):
+    out = {}
+    for line in open(path):
+        m = re.match(r'hyp_sink_unit_step_seconds_(sum|count)\{sink="central",step="(\w+)"\} (\S+)', line)
+        if m:
+            out[(m.group(2), m.group(1))] = float(m.group(3))
+    return out
+a, b = steps(sys.argv[5]), steps(sys.argv[6])
+units = max(run["units"], 1)
+print("  sender per unit: " + ", ".join(f"{st} {(b.get((st, 'sum'), 0) - a.get((st, 'sum'), 0)) / units * 1e3:.1f} ms"
+      for st in ("read", "record", "ship")) + f" ({units} units)")
 PY
 done
