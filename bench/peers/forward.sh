@@ -54,8 +54,9 @@ EOF
   curl -s http://127.0.0.1:4318/metrics > "$OUT/steps0-$rep.txt"
   forward $dpid $spid "$OUT/run-$rep"
   curl -s http://127.0.0.1:4318/metrics > "$OUT/steps1-$rep.txt"
+  curl -s http://127.0.0.1:4319/metrics > "$OUT/server-steps-$rep.txt"
   kill -TERM $dpid $spid; wait $dpid $spid 2>/dev/null
-  python3 - "$OUT/ingest-$rep.json" "$OUT/null-$rep" "$OUT/run-$rep" "$COMP" "$OUT/steps0-$rep.txt" "$OUT/steps1-$rep.txt" <<'PY'
+  python3 - "$OUT/ingest-$rep.json" "$OUT/null-$rep" "$OUT/run-$rep" "$COMP" "$OUT/steps0-$rep.txt" "$OUT/steps1-$rep.txt" "$OUT/server-steps-$rep.txt" <<'PY'
 import json, re, sys
 ing = json.load(open(sys.argv[1]))
 def fwd(prefix):
@@ -73,18 +74,20 @@ print(f"ingest {ing['records_per_s']:>9,.0f} rec/s (hyp {ing['target_cpu_s_per_m
       f"forward {sys.argv[4]} {rate:>9,.0f} rows/s ({run['rows']} rows, {run['units']} units, {run['bytes'] / max(run['rows'], 1):.1f} bytes/row; "
       f"sender {send:.2f} CPU-s/1M, server {serve:.2f})   "
       f"sender alone {nrate:>9,.0f} rows/s ({nsend:.2f} CPU-s/1M)   RATIO forward/ingest {rate / ing['records_per_s']:.2f}")
-# The sender's mean time per unit in each step (hyp_sink_unit_step_seconds) during the
-# forward to the server: the difference of the daemon's histograms before and after it.
-def steps(path):
+# Mean time per unit in each step during the forward to the server: the sender's from the
+# difference of the daemon's hyp_sink_unit_step_seconds before and after it, the server's
+# from its hyp_server_chunk_step_seconds (it served only that forward).
+def steps(path, metric):
     out = {}
     for line in open(path):
-        m = re.match(r'hyp_sink_unit_step_seconds_(sum|count)\{sink="central",step="(\w+)"\} (\S+)', line)
+        m = re.match(metric + r'_sum\{(?:sink="central",)?step="(\w+)"\} (\S+)', line)
         if m:
-            out[(m.group(2), m.group(1))] = float(m.group(3))
+            out[m.group(1)] = float(m.group(2))
     return out
-a, b = steps(sys.argv[5]), steps(sys.argv[6])
+a, b = steps(sys.argv[5], "hyp_sink_unit_step_seconds"), steps(sys.argv[6], "hyp_sink_unit_step_seconds")
+srv = steps(sys.argv[7], "hyp_server_chunk_step_seconds")
 units = max(run["units"], 1)
-print("  sender per unit: " + ", ".join(f"{st} {(b.get((st, 'sum'), 0) - a.get((st, 'sum'), 0)) / units * 1e3:.1f} ms"
-      for st in ("read", "record", "ship")) + f" ({units} units)")
+print("  per unit: " + ", ".join(f"sender {st} {(b.get(st, 0) - a.get(st, 0)) / units * 1e3:.1f} ms" for st in ("read", "record", "ship"))
+      + "; " + ", ".join(f"server {st} {srv.get(st, 0) / units * 1e3:.1f} ms" for st in ("read", "parse", "keep")) + f" ({units} units)")
 PY
 done
