@@ -13,6 +13,14 @@ import (
 // WriteFileAtomic replaces path with data so that a crash at any instant leaves either
 // the old content or the new one, never a torn mix, and the new name survives power loss.
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	return WriteFileAtomicIf(path, data, perm, nil)
+}
+
+// WriteFileAtomicIf is WriteFileAtomic that calls before, when not nil, once data is durable
+// in the temp file and just before the rename. An error from before leaves path untouched,
+// removes the temp file and is returned as it is, so a caller can compare the file it is
+// about to replace with what it expects there, in the last moment before replacing it.
+func WriteFileAtomicIf(path string, data []byte, perm os.FileMode, before func() error) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -37,6 +45,11 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	}
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", tmpName, err)
+	}
+	if before != nil {
+		if err := before(); err != nil {
+			return err
+		}
 	}
 	if err := os.Rename(tmpName, path); err != nil {
 		return fmt.Errorf("rename %s: %w", path, err)

@@ -7,7 +7,11 @@
 // compare-and-set on the generation, so an operator's rewind and an export in flight can
 // never overwrite each other: whichever writes second sees a new generation and re-reads.
 // Before every write the file on disk is compared with what this store last wrote; a file
-// changed by hand is adopted as the truth, logged, and never clobbered.
+// changed by hand is adopted as the truth, logged, and never clobbered. The comparison is
+// made twice: when the write is decided, and again once the new contents are durable in
+// their temp file, just before the rename, so an edit that lands while the write is under
+// way (its fsync takes milliseconds) fails the write instead of being overwritten. Only an
+// edit in the microseconds between that second look and the rename can still be lost.
 //
 // The store never reads the cache and never decides what to export.
 package watermark
@@ -130,8 +134,11 @@ type Store struct {
 	root string
 	log  *slog.Logger
 	now  func() time.Time
-	// writeFile makes a state file durable (fsutil.WriteFileAtomic); tests put faults in.
-	writeFile func(path string, data []byte, perm os.FileMode) error
+	// writeFile makes a state file durable (fsutil.WriteFileAtomicIf), calling unchanged
+	// just before the rename; tests put faults in.
+	writeFile func(path string, data []byte, perm os.FileMode, unchanged func() error) error
+	// beforeWrite, in tests, runs as a write starts, where an edit by hand can land.
+	beforeWrite func(path string)
 
 	mu    sync.Mutex
 	known map[Key]*entry
@@ -156,7 +163,7 @@ func Open(root string, log *slog.Logger, now func() time.Time, opts ...Option) *
 	if now == nil {
 		now = time.Now
 	}
-	s := &Store{root: root, log: log, now: now, known: map[Key]*entry{}, writeFile: fsutil.WriteFileAtomic}
+	s := &Store{root: root, log: log, now: now, known: map[Key]*entry{}, writeFile: fsutil.WriteFileAtomicIf}
 	for _, o := range opts {
 		o(s)
 	}
@@ -169,8 +176,18 @@ type Option func(*Store)
 // WithWriteFile replaces how state files are written (temp, fsync, rename, fsync of the
 // directory), so tests can make a write fail the way a full or failing disk does.
 func WithWriteFile(fn func(path string, data []byte, perm os.FileMode) error) Option {
-	return func(s *Store) { s.writeFile = fn }
+	return func(s *Store) {
+		s.writeFile = func(path string, data []byte, perm os.FileMode, unchanged func() error) error {
+			if err := unchanged(); err != nil {
+				return err
+			}
+			return fn(path, data, perm)
+		}
+	}
 }
+
+// errChangedBehind fails a write whose file changed on disk after the write was decided.
+var errChangedBehind = errors.New("watermark file changed on disk while it was being written")
 
 // Path is the file of k.
 func (s *Store) Path(k Key) (string, error) {
@@ -201,8 +218,23 @@ func (s *Store) Get(k Key) (State, error) {
 	return s.read(k, e)
 }
 
+// maxAdoptTries bounds how often read adopts an edit that is itself edited again while it
+// is written back, so a file rewritten without pause fails the read instead of spinning.
+const maxAdoptTries = 3
+
 // read loads the file under e.mu, noticing edits made behind the store's back.
 func (s *Store) read(k Key, e *entry) (State, error) {
+	for tries := 1; ; tries++ {
+		st, err := s.readOnce(k, e)
+		if !errors.Is(err, errChangedBehind) || tries == maxAdoptTries {
+			return st, err
+		}
+	}
+}
+
+// readOnce is one attempt of read: errChangedBehind when the file changed again while an
+// edit was being adopted.
+func (s *Store) readOnce(k Key, e *entry) (State, error) {
 	path, err := s.Path(k)
 	if err != nil {
 		return State{}, err
@@ -244,13 +276,15 @@ func (s *Store) read(k Key, e *entry) (State, error) {
 		_ = json.Unmarshal(e.written, &prev)
 		st.Generation = max(st.Generation, e.gen) + 1
 		s.log.Warn("watermark file changed on disk behind the daemon; honouring it", "sink", k.Instance, "dataset", k.Dataset, "partition", k.Partition, "file", path, "seq", st.Seq, "previous_seq", prev.Seq, "generation", st.Generation)
-		return st, s.write(k, e, st)
+		return st, s.write(k, e, st, b)
 	}
 	e.seen, e.written, e.gen = true, b, st.Generation
 	return st, nil
 }
 
-func (s *Store) write(k Key, e *entry, st State) error {
+// write makes st the file of k if the file still holds expect (nil: no file) once st is
+// durable beside it; else it fails with errChangedBehind and leaves the file as it is.
+func (s *Store) write(k Key, e *entry, st State, expect []byte) error {
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return err
@@ -263,7 +297,25 @@ func (s *Store) write(k Key, e *entry, st State) error {
 	if err := fsutil.MkdirAllSync(filepath.Dir(path)); err != nil {
 		return err
 	}
-	if err := s.writeFile(path, b, 0o600); err != nil {
+	if s.beforeWrite != nil {
+		s.beforeWrite(path)
+	}
+	unchanged := func() error {
+		now, err := os.ReadFile(path)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			if expect == nil {
+				return nil
+			}
+			return errChangedBehind
+		case err != nil:
+			return fmt.Errorf("read %s before replacing it: %w", path, err)
+		case expect == nil || !bytes.Equal(now, expect):
+			return errChangedBehind
+		}
+		return nil
+	}
+	if err := s.writeFile(path, b, 0o600, unchanged); err != nil {
 		return fmt.Errorf("write watermark %s: %w", k, err)
 	}
 	e.seen, e.written, e.gen = true, b, st.Generation
@@ -301,7 +353,11 @@ func (s *Store) Update(k Key, gen int64, fn func(*State) error) (State, error) {
 	if len(next.Quarantined) > maxListed {
 		next.Quarantined = next.Quarantined[len(next.Quarantined)-maxListed:]
 	}
-	if err := s.write(k, e, next); err != nil {
+	if err := s.write(k, e, next, e.written); err != nil {
+		if errors.Is(err, errChangedBehind) {
+			// Edited while this write was under way: the next read adopts the edit.
+			return cur, ErrStale
+		}
 		return cur, err
 	}
 	return next, nil

@@ -1,6 +1,7 @@
 package watermark
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"strings"
@@ -71,6 +72,80 @@ func TestHandEditIsHonoured(t *testing.T) {
 	if _, err := s.Get(k); err == nil || !strings.Contains(err.Error(), path) {
 		t.Fatalf("garbled file: %v", err)
 	}
+}
+
+// TestEditDuringAWriteIsHonoured: an operator's edit that lands after a write was decided
+// but before its rename (while the new contents are being made durable) fails that write
+// instead of being overwritten, for the write an export makes (Update) and for the write
+// that adopts an earlier edit; the edit then wins. A removal in that window is an edit too.
+func TestEditDuringAWriteIsHonoured(t *testing.T) {
+	k := Key{Instance: "fwd", Dataset: "logs", Partition: "source=web"}
+	edit := func(t *testing.T, path string, seq int) {
+		t.Helper()
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := map[string]any{}
+		if err := json.Unmarshal(b, &st); err != nil {
+			t.Fatal(err)
+		}
+		st["seq"] = seq
+		out, _ := json.Marshal(st)
+		if err := os.WriteFile(path, out, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		during  func(t *testing.T, path string) // lands in the window of the second write
+		wantSeq int64
+	}{
+		{"edit", func(t *testing.T, path string) { edit(t, path, 20) }, 20},
+		{"removal", func(t *testing.T, path string) { os.Remove(path) }, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := Open(t.TempDir(), nil, nil)
+			st, err := s.Update(k, 0, func(s *State) error { s.Seq = 50; return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			writes := 0
+			s.beforeWrite = func(p string) {
+				if writes++; writes == 1 {
+					tc.during(t, p)
+				}
+			}
+			if _, err := s.Update(k, st.Generation, func(s *State) error { s.Seq = 60; return nil }); !errors.Is(err, ErrStale) {
+				t.Fatalf("update while the file changed under it: %v, want ErrStale", err)
+			}
+			got, err := s.Get(k)
+			if err != nil || got.Seq != tc.wantSeq || got.Generation <= st.Generation {
+				t.Fatalf("after the %s: %+v, %v; want seq %d, generation above %d", tc.name, got, err, tc.wantSeq, st.Generation)
+			}
+		})
+	}
+	t.Run("while adopting an edit", func(t *testing.T) {
+		s := Open(t.TempDir(), nil, nil)
+		if _, err := s.Update(k, 0, func(s *State) error { s.Seq = 50; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		path, _ := s.Path(k)
+		edit(t, path, 30)
+		writes := 0
+		s.beforeWrite = func(p string) {
+			if writes++; writes == 1 { // the write that adopts seq 30
+				edit(t, p, 10)
+			}
+		}
+		got, err := s.Get(k)
+		if err != nil || got.Seq != 10 {
+			t.Fatalf("an edit made while the first was adopted: %+v, %v; want seq 10", got, err)
+		}
+		if b, _ := os.ReadFile(path); !strings.Contains(string(b), `"seq": 10`) {
+			t.Fatalf("file after adopting both edits:\n%s", b)
+		}
+	})
 }
 
 func TestGenerationsNeverRepeatAcrossFilesAppearingAndVanishing(t *testing.T) {
