@@ -116,7 +116,8 @@ type Lake struct {
 func Open(ctx context.Context, o Options) (*Lake, error) {
 	props := iceberg.Properties{}
 	warehouse := o.Warehouse
-	if strings.HasPrefix(warehouse, "s3://") {
+	local := !strings.HasPrefix(warehouse, "s3://")
+	if !local {
 		if o.Region != "" {
 			props["s3.region"] = o.Region
 		}
@@ -141,7 +142,7 @@ func Open(ctx context.Context, o Options) (*Lake, error) {
 		}
 	}
 	l := &Lake{ns: table.Identifier{o.Namespace}, part: o.PartitionBy, gw: o.Gateway, lastKey: PropLastCommit + o.Writer + "/" + o.Gateway}
-	if !strings.HasPrefix(warehouse, "s3://") {
+	if local {
 		l.durable = keepDurable(warehouse, o.syncFile)
 		warehouse = FileURI(warehouse)
 	}
@@ -168,7 +169,7 @@ func Open(ctx context.Context, o Options) (*Lake, error) {
 		}
 		l.cat = cat
 	case "hadoop":
-		if strings.HasPrefix(warehouse, "s3://") {
+		if !local {
 			// iceberg-go's hadoop catalog commits by rename, which is not atomic on S3.
 			return nil, errors.New("the hadoop catalog cannot be used with an s3:// warehouse: use an sql catalog")
 		}
