@@ -118,7 +118,9 @@ type Cache struct {
 	mu       sync.Mutex // orders seq allocation with log appends
 	nextSeq  int64
 	reserved int64 // seqs below this may have been issued (seq.json)
-	lastAt   int64 // µs; ingest times never go backwards
+	// incarnation names the seq space (incarnation.go); set once at open.
+	incarnation string
+	lastAt      int64 // µs; ingest times never go backwards
 
 	flushMu sync.Mutex
 	pending []wal.Segment // sealed, not yet flushed
@@ -234,6 +236,8 @@ func (d *dataset) columns() []Column {
 
 type seqState struct {
 	Reserved int64 `json:"reserved"`
+	// Incarnation copies the incarnation file (nil in a file written before incarnations).
+	Incarnation *string `json:"incarnation,omitempty"`
 }
 
 // checkDir refuses a directory iceberg-go cannot take as a warehouse: it parses the path as
@@ -326,6 +330,9 @@ func (c *Cache) open(ctx context.Context) error {
 			c.log.Warn("seq allocator file unreadable; continuing above every seq found in the log and tables", "err", err)
 		}
 		c.nextSeq = max(high+1, st.Reserved, 1)
+		if err := c.loadIncarnation(st, c.nextSeq == 1); err != nil {
+			return nil, err
+		}
 		if err := c.reserve(c.nextSeq + seqBlock); err != nil {
 			return nil, err
 		}
@@ -356,7 +363,7 @@ func readSeqState(path string) (seqState, error) {
 }
 
 func (c *Cache) reserve(upTo int64) error {
-	b, _ := json.Marshal(seqState{Reserved: upTo})
+	b, _ := json.Marshal(seqState{Reserved: upTo, Incarnation: &c.incarnation})
 	if err := fsutil.WriteFileAtomic(filepath.Join(c.dir, seqFile), b, 0o600); err != nil {
 		return fmt.Errorf("reserve seqs: %w", err)
 	}

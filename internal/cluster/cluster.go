@@ -146,7 +146,9 @@ func replicaID() string {
 }
 
 // schema is hyp's tables in the shared database. Ledger intervals are inclusive seq spans per
-// (gateway, dataset, partition); a staged file belongs to at most one commit, and is
+// (gateway, incarnation, dataset, partition); a database made before incarnations gets the
+// column, its intervals becoming the incarnation "" ones (what chunks without the header
+// are), and the primary key is widened once; a staged file belongs to at most one commit, and is
 // committed once that commit's committed_at is set. A hyp_staging row is a stage begun and
 // not finished: its files, if any, are named by its id.
 const schema = `
@@ -167,6 +169,18 @@ CREATE TABLE IF NOT EXISTS hyp_staging (
 	id uuid PRIMARY KEY, dataset text NOT NULL, replica text NOT NULL, started_at timestamptz NOT NULL DEFAULT now());
 CREATE TABLE IF NOT EXISTS hyp_gateways (
 	gateway text PRIMARY KEY, last_seen timestamptz NOT NULL, rows_stored bigint NOT NULL DEFAULT 0);
+ALTER TABLE hyp_ledger ADD COLUMN IF NOT EXISTS incarnation text NOT NULL DEFAULT '';
+DO $$ BEGIN
+	IF NOT EXISTS (SELECT 1 FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+		WHERE i.indrelid = 'hyp_ledger'::regclass AND i.indisprimary AND a.attname = 'incarnation') THEN
+		ALTER TABLE hyp_ledger DROP CONSTRAINT hyp_ledger_pkey, ADD PRIMARY KEY (gateway, incarnation, dataset, part, lo);
+	END IF;
+END $$;
+CREATE TABLE IF NOT EXISTS hyp_incarnations (
+	gateway text NOT NULL, incarnation text NOT NULL,
+	first_seen timestamptz NOT NULL, last_seen timestamptz NOT NULL, rows bigint NOT NULL DEFAULT 0,
+	concurrent_at timestamptz,
+	PRIMARY KEY (gateway, incarnation));
 CREATE TABLE IF NOT EXISTS hyp_replicas (
 	id text PRIMARY KEY, addr text NOT NULL, started_at timestamptz NOT NULL, heartbeat timestamptz NOT NULL);
 `

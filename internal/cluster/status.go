@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/hyp-project/hyp/internal/lake"
+	"github.com/hyp-project/hyp/internal/ledger"
 )
 
 // Report is the cluster as `hyp server status` shows it; the JSON keys are stable.
@@ -38,6 +39,9 @@ type Gateway struct {
 	// the oldest of them (0 when none).
 	RowsStaged       int64   `json:"rows_staged"`
 	CommitLagSeconds float64 `json:"commit_lag_seconds"`
+	// Incarnations are the gateway's seq spaces (SPEC 5), oldest first: more than one after a
+	// reinstall, and more than one sending at once when two machines share its gateway_id.
+	Incarnations []ledger.Incarnation `json:"incarnations"`
 }
 
 // Status reads the cluster's state from its database. It needs no replica running.
@@ -87,6 +91,33 @@ func Status(ctx context.Context, postgres string) (Report, error) {
 	})
 	if err != nil {
 		return r, fmt.Errorf("cluster: gateways: %w", err)
+	}
+	rows, err = conn.Query(ctx, `SELECT gateway, incarnation, first_seen, last_seen, rows, concurrent_at FROM hyp_incarnations`)
+	if err != nil {
+		return r, fmt.Errorf("cluster: incarnations: %w", err)
+	}
+	incs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (ledger.Incarnation, error) {
+		var inc ledger.Incarnation
+		var concurrentAt *time.Time
+		err := row.Scan(&inc.Gateway, &inc.ID, &inc.FirstSeen, &inc.LastSeen, &inc.Rows, &concurrentAt)
+		if concurrentAt != nil {
+			inc.ConcurrentAt = *concurrentAt
+		}
+		return inc, err
+	})
+	if err != nil {
+		return r, fmt.Errorf("cluster: incarnations: %w", err)
+	}
+	ledger.SortIncarnations(incs)
+	byGateway := map[string][]ledger.Incarnation{}
+	for _, inc := range incs {
+		byGateway[inc.Gateway] = append(byGateway[inc.Gateway], inc)
+	}
+	for i := range r.Gateways {
+		g := &r.Gateways[i]
+		if g.Incarnations = byGateway[g.Gateway]; g.Incarnations == nil {
+			g.Incarnations = []ledger.Incarnation{}
+		}
 	}
 	if r.Replicas == nil {
 		r.Replicas = []Replica{}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hyp-project/hyp/internal/cache"
 	"github.com/hyp-project/hyp/internal/lake"
+	"github.com/hyp-project/hyp/internal/ledger"
 	"github.com/hyp-project/hyp/internal/partition"
 )
 
@@ -19,7 +20,9 @@ import (
 // ingest time in Unix microseconds.
 type Chunk struct {
 	Gateway, Dataset, Source string
-	Rows                     [][]byte
+	// Incarnation is the sender's seq space (X-Hyp-Incarnation), "" for older senders.
+	Incarnation string
+	Rows        [][]byte
 	Seqs                     []int64
 	IngestedAt               []int64
 }
@@ -27,6 +30,8 @@ type Chunk struct {
 // Stored is what Store did with a chunk.
 type Stored struct {
 	Accepted, Duplicates int
+	// Seen is the sender's incarnation after the chunk.
+	Seen ledger.Sighting
 }
 
 // Store makes the chunk's rows that no earlier chunk stored durable in the warehouse and
@@ -63,7 +68,7 @@ func (c *Cluster) Store(ctx context.Context, ch Chunk) (Stored, error) {
 			ch.Gateway, ch.Dataset, part); err != nil {
 			return fmt.Errorf("lock %s %s: %w", ch.Dataset, part, err)
 		}
-		held, err := heldSeqs(ctx, tx, ch.Gateway, ch.Dataset, part, ch.Seqs)
+		held, err := heldSeqs(ctx, tx, ch.Gateway, ch.Incarnation, ch.Dataset, part, ch.Seqs)
 		if err != nil {
 			return err
 		}
@@ -76,7 +81,10 @@ func (c *Cluster) Store(ctx context.Context, ch Chunk) (Stored, error) {
 		if _, err := tx.Exec(ctx, `DELETE FROM hyp_staging WHERE id = $1`, stageID); err != nil {
 			return fmt.Errorf("finish stage %s: %w", stageID, err)
 		}
-		if err := recordSpan(ctx, tx, ch.Gateway, ch.Dataset, part, first, last); err != nil {
+		if err := recordSpan(ctx, tx, ch.Gateway, ch.Incarnation, ch.Dataset, part, first, last); err != nil {
+			return err
+		}
+		if out.Seen, err = seeIncarnation(ctx, tx, ch.Gateway, ch.Incarnation, time.Now(), out.Accepted); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, `INSERT INTO hyp_gateways (gateway, last_seen, rows_stored) VALUES ($1, now(), $2)
@@ -95,10 +103,10 @@ type held struct {
 	count int
 }
 
-func heldSeqs(ctx context.Context, tx pgx.Tx, gateway, dataset, part string, seqs []int64) (held, error) {
+func heldSeqs(ctx context.Context, tx pgx.Tx, gateway, incarnation, dataset, part string, seqs []int64) (held, error) {
 	h := held{at: make([]bool, len(seqs))}
-	rows, err := tx.Query(ctx, `SELECT lo, hi FROM hyp_ledger WHERE gateway = $1 AND dataset = $2 AND part = $3
-		AND hi >= $4 AND lo <= $5 ORDER BY lo`, gateway, dataset, part, seqs[0], seqs[len(seqs)-1])
+	rows, err := tx.Query(ctx, `SELECT lo, hi FROM hyp_ledger WHERE gateway = $1 AND incarnation = $6 AND dataset = $2 AND part = $3
+		AND hi >= $4 AND lo <= $5 ORDER BY lo`, gateway, dataset, part, seqs[0], seqs[len(seqs)-1], incarnation)
 	if err != nil {
 		return h, fmt.Errorf("read ledger: %w", err)
 	}
@@ -125,9 +133,9 @@ func heldSeqs(ctx context.Context, tx pgx.Tx, gateway, dataset, part string, seq
 
 // recordSpan adds [first, last] to the key's ledger, merged with the intervals it touches,
 // so a stream of adjacent chunks stays one row.
-func recordSpan(ctx context.Context, tx pgx.Tx, gateway, dataset, part string, first, last int64) error {
-	rows, err := tx.Query(ctx, `DELETE FROM hyp_ledger WHERE gateway = $1 AND dataset = $2 AND part = $3
-		AND hi >= $4 - 1 AND lo <= $5 + 1 RETURNING lo, hi`, gateway, dataset, part, first, last)
+func recordSpan(ctx context.Context, tx pgx.Tx, gateway, incarnation, dataset, part string, first, last int64) error {
+	rows, err := tx.Query(ctx, `DELETE FROM hyp_ledger WHERE gateway = $1 AND incarnation = $6 AND dataset = $2 AND part = $3
+		AND hi >= $4 - 1 AND lo <= $5 + 1 RETURNING lo, hi`, gateway, dataset, part, first, last, incarnation)
 	if err != nil {
 		return fmt.Errorf("record ledger: %w", err)
 	}
@@ -144,11 +152,62 @@ func recordSpan(ctx context.Context, tx pgx.Tx, gateway, dataset, part string, f
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("record ledger: %w", err)
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO hyp_ledger (gateway, dataset, part, lo, hi) VALUES ($1, $2, $3, $4, $5)`,
-		gateway, dataset, part, lo, hi); err != nil {
+	if _, err := tx.Exec(ctx, `INSERT INTO hyp_ledger (gateway, incarnation, dataset, part, lo, hi) VALUES ($1, $6, $2, $3, $4, $5)`,
+		gateway, dataset, part, lo, hi, incarnation); err != nil {
 		return fmt.Errorf("record ledger: %w", err)
 	}
 	return nil
+}
+
+// seeIncarnation notes in hyp_incarnations that the gateway's incarnation sent at at and
+// stored rows rows, deciding by ledger.Concurrent (the single-node ledger's rule) whether it
+// sent alongside another incarnation of the gateway.
+func seeIncarnation(ctx context.Context, tx pgx.Tx, gateway, incarnation string, at time.Time, rows int) (ledger.Sighting, error) {
+	r, err := tx.Query(ctx, `SELECT incarnation, first_seen, last_seen, rows, concurrent_at FROM hyp_incarnations WHERE gateway = $1`, gateway)
+	if err != nil {
+		return ledger.Sighting{}, fmt.Errorf("read incarnations: %w", err)
+	}
+	known, err := pgx.CollectRows(r, func(row pgx.CollectableRow) (ledger.Incarnation, error) {
+		inc := ledger.Incarnation{Gateway: gateway}
+		var concurrentAt *time.Time
+		err := row.Scan(&inc.ID, &inc.FirstSeen, &inc.LastSeen, &inc.Rows, &concurrentAt)
+		if concurrentAt != nil {
+			inc.ConcurrentAt = *concurrentAt
+		}
+		return inc, err
+	})
+	if err != nil {
+		return ledger.Sighting{}, fmt.Errorf("read incarnations: %w", err)
+	}
+	var mine ledger.Incarnation
+	var others []ledger.Incarnation
+	for _, inc := range known {
+		if inc.ID == incarnation {
+			mine = inc
+		} else {
+			others = append(others, inc)
+		}
+	}
+	s := ledger.Sighting{Concurrent: ledger.Concurrent(mine, others, at)}
+	var concurrentAt *time.Time
+	if s.Concurrent {
+		concurrentAt = &at
+	}
+	s.Gateway, s.ID = gateway, incarnation
+	var cat *time.Time
+	err = tx.QueryRow(ctx, `INSERT INTO hyp_incarnations AS i (gateway, incarnation, first_seen, last_seen, rows, concurrent_at)
+		VALUES ($1, $2, $3, $3, $4, $5)
+		ON CONFLICT (gateway, incarnation) DO UPDATE SET last_seen = greatest(i.last_seen, EXCLUDED.last_seen),
+			rows = i.rows + EXCLUDED.rows, concurrent_at = coalesce(EXCLUDED.concurrent_at, i.concurrent_at)
+		RETURNING first_seen, last_seen, rows, concurrent_at`, gateway, incarnation, at, rows, concurrentAt).
+		Scan(&s.FirstSeen, &s.LastSeen, &s.Rows, &cat)
+	if err != nil {
+		return ledger.Sighting{}, fmt.Errorf("record incarnation: %w", err)
+	}
+	if cat != nil {
+		s.ConcurrentAt = *cat
+	}
+	return s, nil
 }
 
 // stage writes the rows not held to the warehouse and records the files in tx.

@@ -81,6 +81,9 @@ type Options struct {
 	URLs    []string
 	Token   string // bearer token, as read from token_file
 	Gateway string // stable id of this machine (X-Hyp-Gateway)
+	// Incarnation is the id of the cache's seq space (X-Hyp-Incarnation, left out when "":
+	// a cache made before incarnations, which a server knows as "").
+	Incarnation string
 	// Compression is applied to every body (Content-Encoding); the zero value sends bodies
 	// as they are.
 	Compression Compression
@@ -118,6 +121,7 @@ type Client struct {
 	reps           *replicas
 	token          string
 	gateway        string
+	incarnation    string
 	comp           *compressor
 	http           *http.Client
 	clients        []*http.Client // per replica: http, or its own TLS transport
@@ -161,6 +165,7 @@ func New(o Options) (*Client, error) {
 		reps:           reps,
 		token:          o.Token,
 		gateway:        o.Gateway,
+		incarnation:    o.Incarnation,
 		ladder:         defaultLadder(),
 		maxWait:        defaultMaxWait,
 		requestTimeout: defaultRequestTimeout,
@@ -290,7 +295,7 @@ func (c *Client) Send(ctx context.Context, ch Chunk) (Receipt, error) {
 	if err := ch.validate(); err != nil {
 		return Receipt{}, fmt.Errorf("forward: %w", err)
 	}
-	id := BatchID(c.gateway, ch.Dataset, ch.Partition, ch.FirstSeq, ch.LastSeq)
+	id := BatchID(c.gateway, c.incarnation, ch.Dataset, ch.Partition, ch.FirstSeq, ch.LastSeq)
 	what := fmt.Sprintf("forward %s %s seqs %d-%d (batch %s)", ch.Dataset, ch.Partition, ch.FirstSeq, ch.LastSeq, id)
 	// Compressed once: every attempt sends the same bytes.
 	wire := ch.Wire
@@ -392,6 +397,9 @@ func (c *Client) attempt(ctx context.Context, r int, ch Chunk, wire []byte, id s
 		req.Header.Set("Content-Encoding", enc)
 	}
 	req.Header.Set("X-Hyp-Gateway", c.gateway)
+	if c.incarnation != "" {
+		req.Header.Set("X-Hyp-Incarnation", c.incarnation)
+	}
 	req.Header.Set("X-Hyp-Partition", ch.Partition)
 	req.Header.Set("X-Hyp-Batch-Id", id)
 	req.Header.Set("X-Hyp-Seq-Range", strconv.FormatInt(ch.FirstSeq, 10)+"-"+strconv.FormatInt(ch.LastSeq, 10))

@@ -303,7 +303,7 @@ func TestSendRequest(t *testing.T) {
 				"Content-Type":    "application/x-ndjson",
 				"X-Hyp-Gateway":   "gw-1",
 				"X-Hyp-Partition": "source=web",
-				"X-Hyp-Batch-Id":  BatchID("gw-1", "logs", "source=web", 11, 13),
+				"X-Hyp-Batch-Id":  BatchID("gw-1", "", "logs", "source=web", 11, 13),
 				"X-Hyp-Seq-Range": "11-13",
 				"Content-Length":  strconv.Itoa(len(ch.Body)),
 			}

@@ -60,11 +60,11 @@ func TestConcurrentRecordsShareACommit(t *testing.T) {
 	before := commits(t, l)
 	var wg sync.WaitGroup
 	errs := make([]error, n+1)
-	wg.Go(func() { errs[n] = l.Record(Key{"gw", "logs", "source=first"}, []Interval{{1, 1}}, 1) })
+	wg.Go(func() { errs[n] = l.Record(Key{"gw", "", "logs", "source=first"}, []Interval{{1, 1}}, 1) })
 	<-entered
 	for i := range n {
 		wg.Go(func() {
-			k := Key{"gw", "logs", fmt.Sprintf("source=%d", i)}
+			k := Key{"gw", "", "logs", fmt.Sprintf("source=%d", i)}
 			errs[i] = l.Record(k, []Interval{{int64(10 * i), int64(10*i + 5)}}, int64(i+1))
 		})
 	}
@@ -87,7 +87,7 @@ func TestConcurrentRecordsShareACommit(t *testing.T) {
 	}
 	defer l.Close()
 	for i := range n {
-		k := Key{"gw", "logs", fmt.Sprintf("source=%d", i)}
+		k := Key{"gw", "", "logs", fmt.Sprintf("source=%d", i)}
 		if got := stored(t, l, k); len(got) != 1 || got[0] != (Interval{int64(10 * i), int64(10*i + 5)}) {
 			t.Errorf("%v holds %v after reopening", k, got)
 		}
@@ -102,7 +102,7 @@ func TestConcurrentRecordsShareACommit(t *testing.T) {
 func TestFailingRecordSparesItsBatch(t *testing.T) {
 	const n = 5
 	l, _ := openTemp(t)
-	bad := Key{"gw", "logs", "source=bad"}
+	bad := Key{"gw", "", "logs", "source=bad"}
 	// A damaged entry: insert cannot decode it.
 	if err := l.db.Update(func(tx *bolt.Tx) error {
 		b, err := tx.Bucket(intervalsBucket).CreateBucketIfNotExists(encodeKey(bad))
@@ -117,11 +117,11 @@ func TestFailingRecordSparesItsBatch(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	var badErr error
-	wg.Go(func() { _ = l.Record(Key{"gw", "logs", "source=first"}, []Interval{{1, 1}}, 0) })
+	wg.Go(func() { _ = l.Record(Key{"gw", "", "logs", "source=first"}, []Interval{{1, 1}}, 0) })
 	<-entered
 	wg.Go(func() { badErr = l.Record(bad, []Interval{{6, 7}}, 0) })
 	for i := range n {
-		wg.Go(func() { errs[i] = l.Record(Key{"gw", "logs", fmt.Sprintf("source=%d", i)}, []Interval{{1, 2}}, 0) })
+		wg.Go(func() { errs[i] = l.Record(Key{"gw", "", "logs", fmt.Sprintf("source=%d", i)}, []Interval{{1, 2}}, 0) })
 	}
 	wg.Wait()
 	if got := sizes(); len(got) < 2 || got[1] != n+1 {
@@ -134,7 +134,7 @@ func TestFailingRecordSparesItsBatch(t *testing.T) {
 		if err != nil {
 			t.Errorf("Record %d failed with its batch: %v", i, err)
 		}
-		if got := stored(t, l, Key{"gw", "logs", fmt.Sprintf("source=%d", i)}); len(got) != 1 {
+		if got := stored(t, l, Key{"gw", "", "logs", fmt.Sprintf("source=%d", i)}); len(got) != 1 {
 			t.Errorf("Record %d stored %v", i, got)
 		}
 	}
@@ -158,7 +158,7 @@ func TestRecordOrderPerKey(t *testing.T) {
 	var wg sync.WaitGroup
 	for g := range 4 {
 		wg.Go(func() {
-			k := Key{"gw", "logs", fmt.Sprintf("source=%d", g)}
+			k := Key{"gw", "", "logs", fmt.Sprintf("source=%d", g)}
 			for i := int64(1); i <= 50; i++ {
 				if err := l.Record(k, []Interval{{i, i}}, i); err != nil {
 					t.Error(err)
@@ -169,7 +169,7 @@ func TestRecordOrderPerKey(t *testing.T) {
 	}
 	wg.Wait()
 	for g := range 4 {
-		k := Key{"gw", "logs", fmt.Sprintf("source=%d", g)}
+		k := Key{"gw", "", "logs", fmt.Sprintf("source=%d", g)}
 		if got := stored(t, l, k); len(got) != 1 || got[0] != (Interval{1, 50}) {
 			t.Errorf("%v holds %v, want [1,50]", k, got)
 		}

@@ -1,12 +1,15 @@
 // Package ledger owns the central server's durable memory of which sender seqs it has
-// already stored, per (gateway, dataset, partition) key, so that a row sent again is never
-// stored twice, whatever chunk it arrives in.
+// already stored, per (gateway, incarnation, dataset, partition) key, so that a row sent again
+// is never stored twice, whatever chunk it arrives in, and a reinstalled sender whose seqs
+// start again at 1 (a new incarnation, SPEC 5) is never taken for its earlier life.
 //
 // Each key is a set of closed seq intervals in one bbolt bucket (value = interval end, keyed
 // by the big-endian start). Intervals are merged on insert, overlapping or adjacent ones
-// fusing, so a contiguous stream of seqs costs one entry however long it runs. Each key also
+// fusing, so a contiguous stream of seqs costs one entry however long it runs. Each server
+// cache partition (gateway, dataset, partition: every incarnation of a gateway shares it)
 // has a checkpoint: the highest seq of the server's own cache whose origin seqs the ledger
-// already reflects, from which crash recovery resumes.
+// already reflects, from which crash recovery resumes. The ledger also keeps, per (gateway,
+// incarnation), when it was first and last seen and how many rows it stored (incarnation.go).
 //
 // It never decides what a request's intervals are and never touches the cache: it only
 // answers and records what it is told. Each Record is durable when it returns nil, and
@@ -29,10 +32,11 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 )
 
-// Key names one sender partition: the sending gateway, the dataset and the partition as the
-// sender names it (`source=<s>`).
+// Key names one sender partition: the sending gateway, the sender's incarnation ("" for
+// senders older than incarnations), the dataset and the partition as the sender names it
+// (`source=<s>`).
 type Key struct {
-	Gateway, Dataset, Partition string
+	Gateway, Incarnation, Dataset, Partition string
 }
 
 // Interval is the closed seq range [Start, End].
@@ -42,14 +46,18 @@ type Interval struct {
 
 var (
 	intervalsBucket   = []byte("intervals")   // one nested bucket per Key
-	checkpointsBucket = []byte("checkpoints") // encoded Key -> big-endian checkpoint
+	checkpointsBucket = []byte("checkpoints") // encoded Key without incarnation -> big-endian checkpoint
+	incarnationBucket = []byte("incarnations") // encoded (gateway, incarnation) -> seen
 	metaBucket        = []byte("meta")
 	formatKey         = []byte("format")
 )
 
 // format is the on-disk layout version; a ledger written in another layout is refused
 // rather than misread, because a misread ledger silently stores duplicates or drops rows.
-const format = 1
+// Format 2 added incarnations; a format 1 ledger is upgraded in place, for free: its keys
+// are exactly the incarnation "" keys of format 2 (encodeKey), and an older build refuses
+// the upgraded file rather than dedupe a new incarnation's rows against "".
+const format = 2
 
 // lockTimeout bounds the wait for another process's lock on the file: a second server on the
 // same home should fail fast with a clear message, not hang at startup.
@@ -73,8 +81,10 @@ type Ledger struct {
 // record is one queued Record call.
 type record struct {
 	name       []byte // encoded key
+	cpName     []byte // checkpointName
 	ivs        []Interval
 	checkpoint int64
+	seen       *sighting  // nil: the Record updates no incarnation
 	done       chan error // the Record's own outcome, sent once
 }
 
@@ -88,7 +98,7 @@ func Open(path string) (*Ledger, error) {
 		return nil, fmt.Errorf("open ledger %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{intervalsBucket, checkpointsBucket} {
+		for _, name := range [][]byte{intervalsBucket, checkpointsBucket, incarnationBucket} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
@@ -98,7 +108,7 @@ func Open(path string) (*Ledger, error) {
 			return err
 		}
 		v := meta.Get(formatKey)
-		if v == nil {
+		if v == nil || (len(v) == 8 && binary.BigEndian.Uint64(v) == 1) {
 			return meta.Put(formatKey, binary.BigEndian.AppendUint64(nil, format))
 		}
 		if len(v) != 8 || binary.BigEndian.Uint64(v) != format {
@@ -132,10 +142,22 @@ func (l *Ledger) Close() error {
 }
 
 // encodeKey length-prefixes every part so that no two keys share a bucket name whatever
-// bytes their parts contain.
+// bytes their parts contain. The incarnation is a fourth part only when it is not "", so the
+// incarnation "" keys are format 1's keys: three parts never read as four.
 func encodeKey(k Key) []byte {
-	b := make([]byte, 0, len(k.Gateway)+len(k.Dataset)+len(k.Partition)+3*binary.MaxVarintLen64)
-	for _, s := range [...]string{k.Gateway, k.Dataset, k.Partition} {
+	b := encodeParts(nil, k.Gateway, k.Dataset, k.Partition)
+	if k.Incarnation != "" {
+		b = encodeParts(b, k.Incarnation)
+	}
+	return b
+}
+
+// checkpointName is the checkpoint's key: the server cache partition, which every
+// incarnation of the gateway shares.
+func checkpointName(k Key) []byte { return encodeParts(nil, k.Gateway, k.Dataset, k.Partition) }
+
+func encodeParts(b []byte, parts ...string) []byte {
+	for _, s := range parts {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
 	}
@@ -217,11 +239,15 @@ func (l *Ledger) Held(k Key, seqs []int64) ([]bool, error) {
 // be in any order and may overlap. Concurrent Records share one transaction (see the
 // package doc).
 func (l *Ledger) Record(k Key, ivs []Interval, checkpoint int64) error {
+	return l.record(k, ivs, checkpoint, nil)
+}
+
+func (l *Ledger) record(k Key, ivs []Interval, checkpoint int64, seen *sighting) error {
 	norm, err := normalize(ivs)
 	if err != nil {
 		return fmt.Errorf("ledger record %v: %w", k, err)
 	}
-	r := &record{name: encodeKey(k), ivs: norm, checkpoint: checkpoint, done: make(chan error, 1)}
+	r := &record{name: encodeKey(k), cpName: checkpointName(k), ivs: norm, checkpoint: checkpoint, seen: seen, done: make(chan error, 1)}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -300,13 +326,18 @@ func (r *record) apply(tx *bolt.Tx) error {
 			}
 		}
 	}
+	if r.seen != nil {
+		if err := r.seen.apply(tx); err != nil {
+			return err
+		}
+	}
 	cb := tx.Bucket(checkpointsBucket)
-	old, err := checkpointIn(cb, r.name)
+	old, err := checkpointIn(cb, r.cpName)
 	if err != nil {
 		return err
 	}
 	if r.checkpoint > old {
-		return cb.Put(r.name, seqKey(r.checkpoint))
+		return cb.Put(r.cpName, seqKey(r.checkpoint))
 	}
 	return nil
 }
@@ -393,12 +424,13 @@ func prevOf(c *bolt.Cursor, k []byte) ([]byte, []byte) {
 	return c.Prev()
 }
 
-// Checkpoint returns k's checkpoint, 0 if none was recorded.
+// Checkpoint returns the checkpoint of k's server cache partition (k.Incarnation does not
+// matter), 0 if none was recorded.
 func (l *Ledger) Checkpoint(k Key) (int64, error) {
 	var cp int64
 	err := l.db.View(func(tx *bolt.Tx) error {
 		var err error
-		cp, err = checkpointIn(tx.Bucket(checkpointsBucket), encodeKey(k))
+		cp, err = checkpointIn(tx.Bucket(checkpointsBucket), checkpointName(k))
 		return err
 	})
 	if err != nil {

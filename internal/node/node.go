@@ -66,7 +66,7 @@ func Open(ctx context.Context, dir string, cfg *config.Config, log *slog.Logger)
 	n.retentionRows = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hyp_retention_deleted_rows_total", Help: "Rows deleted by retention."}, []string{"dataset"})
 	n.unexportedRows = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hyp_retention_unexported_deleted_rows_total", Help: "Rows retention deleted before a sink exported them (forced by max_age)."}, []string{"sink", "dataset"})
 	n.Reg.MustRegister(fsyncs, flushes, n.compactions, n.retentionRows, n.unexportedRows, cacheCollector{c}, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
-	n.Sinks, err = sink.New(ctx, sink.Options{Home: dir, GatewayID: cfg.GatewayID, Sinks: cfg.Sinks, Cache: c, Registerer: n.Reg, Logger: log})
+	n.Sinks, err = sink.New(ctx, sink.Options{Home: dir, GatewayID: cfg.GatewayID, Incarnation: c.Incarnation(), Sinks: cfg.Sinks, Cache: c, Registerer: n.Reg, Logger: log})
 	if err != nil {
 		c.Close(ctx)
 		return nil, err

@@ -33,7 +33,7 @@ func BenchmarkParseRows(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			for b.Loop() {
-				ch, rerr := parseRowsIn(body, 1, benchRows, cacheRows, bc.parts)
+				ch, rerr := parseRowsIn(body, 1, benchRows, cacheRows, "", bc.parts)
 				if rerr != nil {
 					b.Fatal(rerr.Msg)
 				}
@@ -72,7 +72,7 @@ func BenchmarkClusterKeep(b *testing.B) {
 	k := clusterKeeper{c: encodingCluster{}}
 	fw := forward{gateway: testGateway, source: testSource, first: 1, last: benchRows}
 	for b.Loop() {
-		ch, rerr := parseRows(body, 1, benchRows, userJSON)
+		ch, rerr := parseRows(body, 1, benchRows, userJSON, "")
 		if rerr != nil {
 			b.Fatal(rerr.Msg)
 		}

@@ -31,8 +31,8 @@ type clusterKeeper struct{ c Cluster }
 
 // keep hands the cluster each row's user fields as a JSON object of its own (parseRows
 // wrote them so); the cluster holds the per-key lock and the ledger.
-func (k clusterKeeper) keep(ctx context.Context, dataset string, fw forward, ch *chunk) (int, error) {
-	cc := cluster.Chunk{Gateway: fw.gateway, Dataset: dataset, Source: fw.source,
+func (k clusterKeeper) keep(ctx context.Context, dataset string, fw forward, ch *chunk) (kept, error) {
+	cc := cluster.Chunk{Gateway: fw.gateway, Incarnation: fw.incarnation, Dataset: dataset, Source: fw.source,
 		Rows: ch.all(), Seqs: ch.seqs, IngestedAt: make([]int64, len(ch.seqs))}
 	now := time.Now().UnixMicro()
 	for i, at := range ch.ats {
@@ -43,7 +43,7 @@ func (k clusterKeeper) keep(ctx context.Context, dataset string, fw forward, ch 
 	st, err := k.c.Store(ctx, cc)
 	var ie *cache.InputError
 	if errors.As(err, &ie) {
-		return 0, &httpbody.Error{Status: http.StatusBadRequest, Kind: ie.Kind, Line: ie.Line, Msg: ie.Msg}
+		return kept{}, &httpbody.Error{Status: http.StatusBadRequest, Kind: ie.Kind, Line: ie.Line, Msg: ie.Msg}
 	}
-	return st.Accepted, err
+	return kept{accepted: st.Accepted, seen: st.Seen}, err
 }

@@ -100,8 +100,8 @@ func FuzzParseRows(f *testing.F) {
 			return // parseForward never lets such a range through
 		}
 		samePieces(t, body, first, last) // a forward unit is parsed in pieces
-		c, rerr := parseRows(body, first, last, cacheRows)
-		cj, rerrJSON := parseRows(body, first, last, userJSON)
+		c, rerr := parseRows(body, first, last, cacheRows, "")
+		cj, rerrJSON := parseRows(body, first, last, userJSON, "")
 		if (rerr == nil) != (rerrJSON == nil) || (rerr != nil && *rerr != *rerrJSON) {
 			t.Fatalf("the two forms disagree: %v and %v", rerr, rerrJSON)
 		}

@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -37,9 +39,13 @@ func Recover(ctx context.Context, store Store, led *ledger.Ledger) error {
 	return nil
 }
 
-// reconcile records the origin seqs of k's rows in the cache partition name with server seq
-// in (checkpoint, head], and raises the checkpoint to head.
+// reconcile records the origin seqs of the rows in the cache partition name with server seq
+// in (checkpoint, head], each under its sender's incarnation, and raises the partition's
+// checkpoint to head. The checkpoint moves only after every incarnation's seqs are recorded,
+// so a crash in between makes the next Recover read the same rows again; recording a seq
+// twice changes nothing.
 func reconcile(ctx context.Context, store Store, led *ledger.Ledger, k ledger.Key, name string, head int64) error {
+	k.Incarnation = "" // the partition's key; each row's incarnation is read from the row
 	cp, err := led.Checkpoint(k)
 	if err != nil {
 		return err
@@ -47,7 +53,7 @@ func reconcile(ctx context.Context, store Store, led *ledger.Ledger, k ledger.Ke
 	if head <= cp {
 		return nil
 	}
-	var ivs []ledger.Interval
+	ivs := map[string][]ledger.Interval{}
 	_, err = store.Scan(ctx, k.Dataset, name, cp, head, func(rec arrow.RecordBatch) error {
 		idx := rec.Schema().FieldIndices(originSeqColumn)
 		if len(idx) == 0 {
@@ -57,10 +63,20 @@ func reconcile(ctx context.Context, store Store, led *ledger.Ledger, k ledger.Ke
 		if !ok {
 			return fmt.Errorf("column %s is %s, want int64", originSeqColumn, rec.Column(idx[0]).DataType())
 		}
+		var incs *array.String // nil: every row is of the incarnation ""
+		if idx := rec.Schema().FieldIndices(originIncarnationColumn); len(idx) > 0 {
+			if incs, ok = rec.Column(idx[0]).(*array.String); !ok {
+				return fmt.Errorf("column %s is %s, want string", originIncarnationColumn, rec.Column(idx[0]).DataType())
+			}
+		}
 		for i := range col.Len() {
 			// Only this handler writes origin seqs, and never negative ones.
 			if col.IsValid(i) && col.Value(i) >= 0 {
-				ivs = appendSeq(ivs, col.Value(i))
+				inc := ""
+				if incs != nil && incs.IsValid(i) {
+					inc = incs.Value(i)
+				}
+				ivs[inc] = appendSeq(ivs[inc], col.Value(i))
 			}
 		}
 		return nil
@@ -68,7 +84,14 @@ func reconcile(ctx context.Context, store Store, led *ledger.Ledger, k ledger.Ke
 	if err != nil {
 		return fmt.Errorf("scanning %s/%s above server seq %d: %w", k.Dataset, name, cp, err)
 	}
-	return led.Record(k, ivs, head)
+	for _, inc := range slices.Sorted(maps.Keys(ivs)) {
+		ik := k
+		ik.Incarnation = inc
+		if err := led.Record(ik, ivs[inc], 0); err != nil {
+			return err
+		}
+	}
+	return led.Record(k, nil, head)
 }
 
 // appendSeq adds s to ivs, extending the last interval when s continues it, so a scan of a

@@ -38,7 +38,7 @@ func TestRecoverAfterCrashBetweenAppendAndRecord(t *testing.T) {
 
 	// The crash: rows 6..10 reach the cache exactly as the handler writes them, but the
 	// ledger Record never happens.
-	ch, rerr := parseRows(rows(seqRange(6, 10)...), 6, 10, cacheRows)
+	ch, rerr := parseRows(rows(seqRange(6, 10)...), 6, 10, cacheRows, "")
 	if rerr != nil {
 		t.Fatal(rerr.Msg)
 	}

@@ -23,11 +23,18 @@ const (
 	headerPartition = "X-Hyp-Partition"
 	headerSeqRange  = "X-Hyp-Seq-Range"
 	headerBatchID   = "X-Hyp-Batch-Id"
+	// headerIncarnation names the sender's seq space; a chunk without it is of the
+	// incarnation "" (older senders).
+	headerIncarnation = "X-Hyp-Incarnation"
 )
 
 // originSeqColumn is the column of the server's cache that keeps each stored row's sender
 // seq; Recover reads it back.
 const originSeqColumn = "_hyp_origin_seq"
+
+// originIncarnationColumn keeps, beside the origin seq, the sender's incarnation when it is
+// not "": the ledger is keyed by it, so Recover must know it for every row it reads back.
+const originIncarnationColumn = "_hyp_origin_incarnation"
 
 // maxBatchID bounds the batch id, which is only logged: it must not let a sender fill logs.
 const maxBatchID = 128
@@ -35,7 +42,8 @@ const maxBatchID = 128
 // forward is what a chunk's headers declare.
 type forward struct {
 	gateway, source string
-	first, last     int64 // the declared seq range, inclusive
+	incarnation     string // "" when the header is absent
+	first, last     int64  // the declared seq range, inclusive
 	batchID         string
 }
 
@@ -49,6 +57,15 @@ func parseForward(h http.Header) (forward, *httpbody.Error) {
 	}
 	if err != nil {
 		return fw, badHeader(headerGateway, err)
+	}
+	if vs := h.Values(headerIncarnation); len(vs) > 0 {
+		if fw.incarnation, err = single(h, headerIncarnation); err == nil {
+			// The sender's ids are hex; the gateway syntax bounds what a forged one can be.
+			err = partition.ValidateGateway(fw.incarnation)
+		}
+		if err != nil {
+			return fw, badHeader(headerIncarnation, err)
+		}
 	}
 	p, err := single(h, headerPartition)
 	if err != nil {
@@ -230,8 +247,8 @@ func (c *chunk) all() [][]byte {
 // A body of several MiB (a forward unit) is cut at line ends into pieces parsed side by
 // side: its sender waits for the answer, and the parse is the largest step of a unit's
 // round trip. What a body gives, errors included, does not depend on how it was cut.
-func parseRows(body []byte, first, last int64, form rowForm) (*chunk, *httpbody.Error) {
-	return parseRowsIn(body, first, last, form, parseParts(len(body)))
+func parseRows(body []byte, first, last int64, form rowForm, incarnation string) (*chunk, *httpbody.Error) {
+	return parseRowsIn(body, first, last, form, incarnation, parseParts(len(body)))
 }
 
 // minPartBytes is the least body a parse piece gets: below it a goroutine costs more than
@@ -242,13 +259,13 @@ const minPartBytes = 1 << 20
 func parseParts(n int) int { return max(1, min(runtime.GOMAXPROCS(0), n/minPartBytes)) }
 
 // parseRowsIn is parseRows with the body cut into at most parts pieces.
-func parseRowsIn(body []byte, first, last int64, form rowForm, parts int) (*chunk, *httpbody.Error) {
+func parseRowsIn(body []byte, first, last int64, form rowForm, incarnation string, parts int) (*chunk, *httpbody.Error) {
 	pieces := cut(body, parts)
 	var wg sync.WaitGroup
 	for i := 1; i < len(pieces); i++ {
-		wg.Go(func() { pieces[i].parse(first, last, form, false) })
+		wg.Go(func() { pieces[i].parse(first, last, form, incarnation, false) })
 	}
-	pieces[0].parse(first, last, form, true)
+	pieces[0].parse(first, last, form, incarnation, true)
 	wg.Wait()
 	c, rerr := join(body, pieces, first, last)
 	if rerr != nil {
@@ -295,7 +312,7 @@ func cut(body []byte, n int) []piece {
 // the first seq being the declared one) nor that row's place in the declared range, which
 // comes after those in a row's checks: join checks them, in that order, once it knows the
 // row before.
-func (p *piece) parse(first, last int64, form rowForm, lead bool) {
+func (p *piece) parse(first, last int64, form rowForm, incarnation string, lead bool) {
 	c := chunks.Get().(*chunk)
 	p.c = c
 	c.framed = form == cacheRows
@@ -400,6 +417,12 @@ func (p *piece) parse(first, last int64, form rowForm, lead bool) {
 			c.rows, f = cache.BeginField(c.rows, originSeqColumn)
 			c.rows = strconv.AppendInt(c.rows, seq, 10)
 			cache.EndField(c.rows, f)
+			if incarnation != "" {
+				// parseForward admitted only [A-Za-z0-9._-]: the JSON string needs no escape.
+				c.rows, f = cache.BeginField(c.rows, originIncarnationColumn)
+				c.rows = append(append(append(c.rows, '"'), incarnation...), '"')
+				cache.EndField(c.rows, f)
+			}
 			cache.EndRow(c.rows, frame)
 		} else {
 			c.rows = append(c.rows, '}')

@@ -30,7 +30,7 @@ func TestParseRowsRewrites(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			// The cache's form keeps each field's value as sent; RowJSON writes it back as
 			// JSON.
-			c, rerr := parseRows([]byte(tc.in+"\n"), 5, 5, cacheRows)
+			c, rerr := parseRows([]byte(tc.in+"\n"), 5, 5, cacheRows, "")
 			if rerr != nil {
 				t.Fatalf("%s: %s", rerr.Kind, rerr.Msg)
 			}
@@ -42,7 +42,7 @@ func TestParseRowsRewrites(t *testing.T) {
 				t.Fatalf("got  %q\nwant %s", got, tc.want)
 			}
 			// Cluster mode gets the user fields' text as sent, without the origin seq.
-			c, rerr = parseRows([]byte(tc.in+"\n"), 5, 5, userJSON)
+			c, rerr = parseRows([]byte(tc.in+"\n"), 5, 5, userJSON, "")
 			if rerr != nil {
 				t.Fatalf("%s: %s", rerr.Kind, rerr.Msg)
 			}
@@ -55,7 +55,7 @@ func TestParseRowsRewrites(t *testing.T) {
 }
 
 func TestChunkFreshBody(t *testing.T) {
-	c, rerr := parseRows(rows(1, 2, 3, 4), 1, 4, cacheRows)
+	c, rerr := parseRows(rows(1, 2, 3, 4), 1, 4, cacheRows, "")
 	if rerr != nil {
 		t.Fatal(rerr.Msg)
 	}
@@ -149,10 +149,10 @@ func samePieces(t *testing.T, body []byte, first, last int64) *httpbody.Error {
 	t.Helper()
 	var wholeErr *httpbody.Error
 	for _, form := range []rowForm{cacheRows, userJSON} {
-		whole, werr := parseRowsIn(body, first, last, form, 1)
+		whole, werr := parseRowsIn(body, first, last, form, "", 1)
 		wholeErr = werr
 		for parts := 2; parts <= 6; parts++ {
-			c, rerr := parseRowsIn(body, first, last, form, parts)
+			c, rerr := parseRowsIn(body, first, last, form, "", parts)
 			switch {
 			case (werr == nil) != (rerr == nil):
 				t.Fatalf("form %d, %d pieces: error %v, whole %v", form, parts, rerr, werr)

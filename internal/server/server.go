@@ -4,7 +4,8 @@
 // keeps a crash from turning into duplicates.
 //
 // It must never acknowledge a row before both the cache and the ledger made it durable, and
-// never store a row whose (gateway, dataset, partition, seq) the ledger already holds. It
+// never store a row whose (gateway, incarnation, dataset, partition, seq) the ledger already
+// holds. It
 // never serves /metrics and never opens or closes the cache or the ledger: the caller owns
 // their lifecycle.
 //
@@ -27,8 +28,9 @@
 //
 // The cache append and the ledger update are two durable writes. A crash between them would
 // leave rows stored but not remembered, and the sender's retry would store them again. Every
-// stored row therefore carries its sender seq in the `_hyp_origin_seq` column, and the ledger
-// keeps, per key, a checkpoint: the highest server seq it reflects. Recover, run at startup,
+// stored row therefore carries its sender seq in the `_hyp_origin_seq` column (and its
+// sender's incarnation, when not "", in `_hyp_origin_incarnation`), and the ledger keeps, per
+// server cache partition, a checkpoint: the highest server seq it reflects. Recover, run at startup,
 // reads only the rows above each checkpoint and records their origin seqs. The handler
 // applies the same repair to one key, before serving it again, after a store or ledger
 // failure left that key's state in doubt.
@@ -59,6 +61,7 @@ import (
 	"github.com/hyp-project/hyp/internal/httpbody"
 	"github.com/hyp-project/hyp/internal/ledger"
 	"github.com/hyp-project/hyp/internal/partition"
+	"github.com/hyp-project/hyp/internal/promreg"
 )
 
 // Store is the server's own cache; *cache.Cache implements it.
@@ -102,6 +105,8 @@ type handler struct {
 	limit   *bucket // nil when there is no rate limit
 	log     *slog.Logger
 	metrics *metrics
+	// incarnations feeds hyp_server_gateway_incarnations.
+	incarnations *incarnationWatch
 }
 
 // NewHandler returns the handler of `hyp server`'s listener: POST /v1/ingest/{dataset} and
@@ -137,6 +142,12 @@ func newHandler(k keeper, form rowForm, o Options) (http.Handler, error) {
 	}
 	if h.metrics, err = newMetrics(o.Registerer); err != nil {
 		return nil, err
+	}
+	h.incarnations = newIncarnationWatch(time.Now)
+	if o.Registerer != nil {
+		if err := promreg.Register(o.Registerer, h.incarnations); err != nil {
+			return nil, fmt.Errorf("server: registering metrics: %w", err)
+		}
 	}
 	return h, nil
 }
@@ -202,7 +213,7 @@ func (h *handler) ingest(w http.ResponseWriter, r *http.Request, dataset string)
 		return h.poison(w, "", fw, &httpbody.Error{Status: http.StatusBadRequest, Kind: ie.Kind, Msg: ie.Msg})
 	}
 	start = time.Now()
-	ch, rerr := parseRows(body, fw.first, fw.last, h.form)
+	ch, rerr := parseRows(body, fw.first, fw.last, h.form, fw.incarnation)
 	h.metrics.since("parse", start)
 	if rerr != nil {
 		return h.poison(w, dataset, fw, rerr)
@@ -217,14 +228,22 @@ func (h *handler) ingest(w http.ResponseWriter, r *http.Request, dataset string)
 // retryable and leaves nothing stored twice on the retry. The chunk is reused once keep
 // returns, so keep must not retain it or any row of it.
 type keeper interface {
-	keep(ctx context.Context, dataset string, fw forward, ch *chunk) (accepted int, err error)
+	keep(ctx context.Context, dataset string, fw forward, ch *chunk) (kept, error)
+}
+
+// kept is what keep did with a chunk.
+type kept struct {
+	accepted int
+	// seen is what the ledger knows of the sender's incarnation after the chunk.
+	seen ledger.Sighting
 }
 
 // commit has the chunk kept and answers the sender.
 func (h *handler) commit(ctx context.Context, w http.ResponseWriter, dataset string, fw forward, ch *chunk) int {
 	start := time.Now()
-	accepted, err := h.keeper.keep(ctx, dataset, fw, ch)
+	kp, err := h.keeper.keep(ctx, dataset, fw, ch)
 	h.metrics.since("keep", start)
+	accepted := kp.accepted
 	var poison *httpbody.Error
 	if errors.As(err, &poison) {
 		return h.poison(w, dataset, fw, poison)
@@ -232,6 +251,7 @@ func (h *handler) commit(ctx context.Context, w http.ResponseWriter, dataset str
 	if err != nil {
 		return h.unavailable(w, fw, err)
 	}
+	h.noteIncarnation(kp.seen)
 	duplicates := len(ch.seqs) - accepted
 	h.metrics.rows.WithLabelValues(dataset, "accepted").Add(float64(accepted))
 	h.metrics.rows.WithLabelValues(dataset, "duplicate").Add(float64(duplicates))
@@ -254,23 +274,23 @@ type localKeeper struct {
 
 // keep stores the rows of ch the ledger does not hold and records ch's range, under the
 // key's lock so that two requests for one key cannot both find a seq missing and store it.
-func (k *localKeeper) keep(ctx context.Context, dataset string, fw forward, ch *chunk) (int, error) {
-	key := ledger.Key{Gateway: fw.gateway, Dataset: dataset, Partition: partition.Name(fw.source)}
+func (k *localKeeper) keep(ctx context.Context, dataset string, fw forward, ch *chunk) (kept, error) {
+	key := ledger.Key{Gateway: fw.gateway, Incarnation: fw.incarnation, Dataset: dataset, Partition: partition.Name(fw.source)}
 	name := partition.GatewayName(fw.gateway, fw.source)
 	lk, err := k.locks.lock(ctx, key)
 	if err != nil {
-		return 0, fmt.Errorf("waiting for the partition lock: %w", err)
+		return kept{}, fmt.Errorf("waiting for the partition lock: %w", err)
 	}
 	defer k.locks.unlock(lk)
 	if lk.dirty {
 		if err := k.repair(ctx, key, name); err != nil {
-			return 0, fmt.Errorf("repairing the ledger after an earlier failure: %w", err)
+			return kept{}, fmt.Errorf("repairing the ledger after an earlier failure: %w", err)
 		}
 		lk.dirty = false
 	}
 	held, err := k.led.Held(key, ch.seqs)
 	if err != nil {
-		return 0, err
+		return kept{}, err
 	}
 	fresh, accepted := ch.freshBody(held)
 	var checkpoint int64 // 0 leaves the ledger's checkpoint where it is
@@ -278,22 +298,23 @@ func (k *localKeeper) keep(ctx context.Context, dataset string, fw forward, ch *
 		res, err := k.store.IngestPartitionRows(dataset, name, fresh, accepted)
 		var ie *cache.InputError
 		if errors.As(err, &ie) {
-			return 0, &httpbody.Error{Status: http.StatusBadRequest, Kind: ie.Kind, Line: ie.Line, Msg: ie.Msg}
+			return kept{}, &httpbody.Error{Status: http.StatusBadRequest, Kind: ie.Kind, Line: ie.Line, Msg: ie.Msg}
 		}
 		if err != nil {
 			// The rows may be in the cache's log even though the append failed.
 			lk.dirty = true
-			return 0, fmt.Errorf("storing %d rows: %w", accepted, err)
+			return kept{}, fmt.Errorf("storing %d rows: %w", accepted, err)
 		}
 		checkpoint = res.LastSeq
 	}
 	// parseRows made the declared range exactly the span of the rows.
 	span := ledger.Interval{Start: ch.seqs[0], End: ch.seqs[len(ch.seqs)-1]}
-	if err := k.led.Record(key, []ledger.Interval{span}, checkpoint); err != nil {
+	seen, err := k.led.RecordSeen(key, []ledger.Interval{span}, checkpoint, time.Now(), int64(accepted))
+	if err != nil {
 		lk.dirty = accepted > 0
-		return 0, err
+		return kept{}, err
 	}
-	return accepted, nil
+	return kept{accepted: accepted, seen: seen}, nil
 }
 
 // repair brings one key's ledger up to date with what the cache holds for it, after a

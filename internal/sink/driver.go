@@ -50,12 +50,15 @@ var ErrUnknownSink = errors.New("no such sink")
 type Options struct {
 	Home string
 	// GatewayID is the config's gateway_id; empty means the id generated for Home.
-	GatewayID  string
-	Sinks      map[string]config.Sink
-	Cache      Cache
-	Registerer prometheus.Registerer
-	Logger     *slog.Logger
-	Now        func() time.Time
+	GatewayID string
+	// Incarnation is the id of Cache's seq space (cache.Cache.Incarnation): part of every
+	// unit's id, so a reinstalled home's units never repeat its earlier life's ids.
+	Incarnation string
+	Sinks       map[string]config.Sink
+	Cache       Cache
+	Registerer  prometheus.Registerer
+	Logger      *slog.Logger
+	Now         func() time.Time
 	// UnitRows overrides the per-unit row budget of every sink (tests use small units).
 	UnitRows int64
 }
@@ -86,6 +89,7 @@ type instance struct {
 	lake         *lakeSink // iceberg sinks commit units per table (iceberg.go) instead of shipping them
 	lim          limits    // the unit budget of ship's destination
 	gateway      string
+	incarnation  string
 	home         string
 	sem          chan struct{} // single flight: a tick holds it
 	log          *slog.Logger
@@ -157,7 +161,7 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 			return nil, fmt.Errorf("sink %s: %w", name, err)
 		}
 		x := &instance{
-			name: name, cfg: cfg, cache: o.Cache, store: d.store, gateway: gateway, home: o.Home,
+			name: name, cfg: cfg, cache: o.Cache, store: d.store, gateway: gateway, incarnation: o.Incarnation, home: o.Home,
 			wake: make(chan struct{}, 1), maintainWake: make(chan struct{}, 1), sem: make(chan struct{}, 1),
 			log: log.With("sink", name), now: now, metrics: m, hooks: failpoints(&failpointHits),
 		}

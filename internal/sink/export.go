@@ -701,7 +701,7 @@ func (x *instance) shipUnit(ctx context.Context, p Part, u watermark.Unit, rows 
 // unitID is the batch id / object identity of a unit: a function of where the rows come
 // from and their seq bounds only, so every retry of a unit carries the same one.
 func (x *instance) unitID(p Part, first, last int64) string {
-	return forward.BatchID(x.gateway, p.Dataset, p.Partition, first, last)
+	return forward.BatchID(x.gateway, x.incarnation, p.Dataset, p.Partition, first, last)
 }
 
 // clampAbove decides where a watermark at seq goes when it is above the tick's head: false

@@ -78,7 +78,7 @@ func newShipper(ctx context.Context, x *instance, unitRows int64) (shipper, limi
 			}
 		}
 		c, err := forward.New(forward.Options{
-			URLs: x.cfg.URL, Token: token, Gateway: x.gateway, Logger: x.log, Compression: comp, TLS: tc,
+			URLs: x.cfg.URL, Token: token, Gateway: x.gateway, Incarnation: x.incarnation, Logger: x.log, Compression: comp, TLS: tc,
 			// A central that holds a request longer than this is treated as stalled; one
 			// unit's retries end within forwardMaxWait, so a tick never hangs on a dead
 			// central and the unit is retried on the next tick. A url list's replicas are
