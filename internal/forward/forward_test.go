@@ -312,6 +312,9 @@ func TestSendRequest(t *testing.T) {
 					t.Errorf("header %s = %q, want [%q]", k, got, v)
 				}
 			}
+			if got := r.header.Values("X-Hyp-Incarnation"); len(got) != 0 {
+				t.Errorf("X-Hyp-Incarnation %q from a cache of the incarnation \"\", want none", got)
+			}
 			if r.header.Get("Content-Encoding") != "" {
 				t.Errorf("Content-Encoding %q, want none", r.header.Get("Content-Encoding"))
 			}
@@ -657,5 +660,22 @@ func TestNewDefaults(t *testing.T) {
 		5 * time.Second, 10 * time.Second, 30 * time.Second}
 	if !slices.Equal(c.ladder, want) {
 		t.Errorf("default ladder %v, want %v", c.ladder, want)
+	}
+}
+
+// A cache's incarnation goes out as X-Hyp-Incarnation and into the batch id.
+func TestSendIncarnation(t *testing.T) {
+	clock := newFakeClock()
+	srv := scriptServer(t, clock, reply{status: 200, body: `{"accepted":3,"duplicates":0}`})
+	c := newTestClient(t, srv.URL, clock, nil, func(o *Options) { o.Incarnation = "0123abcd" })
+	if _, err := c.Send(context.Background(), testChunk()); err != nil {
+		t.Fatal(err)
+	}
+	r := srv.requests()[0]
+	if got := r.header.Values("X-Hyp-Incarnation"); len(got) != 1 || got[0] != "0123abcd" {
+		t.Errorf("X-Hyp-Incarnation %q", got)
+	}
+	if got, want := r.header.Get("X-Hyp-Batch-Id"), BatchID("gw-1", "0123abcd", "logs", "source=web", 11, 13); got != want {
+		t.Errorf("X-Hyp-Batch-Id %s, want %s", got, want)
 	}
 }
