@@ -23,8 +23,8 @@ type Chunk struct {
 	// Incarnation is the sender's seq space (X-Hyp-Incarnation), "" for older senders.
 	Incarnation string
 	Rows        [][]byte
-	Seqs                     []int64
-	IngestedAt               []int64
+	Seqs        []int64
+	IngestedAt  []int64
 }
 
 // Stored is what Store did with a chunk.

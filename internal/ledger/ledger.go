@@ -45,8 +45,8 @@ type Interval struct {
 }
 
 var (
-	intervalsBucket   = []byte("intervals")   // one nested bucket per Key
-	checkpointsBucket = []byte("checkpoints") // encoded Key without incarnation -> big-endian checkpoint
+	intervalsBucket   = []byte("intervals")    // one nested bucket per Key
+	checkpointsBucket = []byte("checkpoints")  // encoded Key without incarnation -> big-endian checkpoint
 	incarnationBucket = []byte("incarnations") // encoded (gateway, incarnation) -> seen
 	metaBucket        = []byte("meta")
 	formatKey         = []byte("format")
