@@ -256,10 +256,17 @@ type Unit struct {
 }
 
 // CommitID names a commit from what it holds only: the same gateway committing the same
-// units always gets the same id, so a retry after a crash looks for the right one.
-func CommitID(gateway string, units []Unit) string {
+// units always gets the same id, so a retry after a crash looks for the right one. The
+// incarnation (the sender cache's seq space, SPEC 5) is part of it, so a reinstalled machine
+// whose seqs start again at 1 never finds its earlier life's commit and takes its rows for
+// committed; "" (a cache made before incarnations) leaves the id what it was. A gateway id
+// never holds \x01, so the two never run together.
+func CommitID(gateway, incarnation string, units []Unit) string {
 	h := sha256.New()
 	h.Write([]byte(gateway))
+	if incarnation != "" {
+		h.Write([]byte("\x01" + incarnation))
+	}
 	for _, u := range units {
 		fmt.Fprintf(h, "\x00%s\x00%s\x00%d\x00%d", u.Dataset, u.Partition, u.First, u.Last)
 	}

@@ -92,7 +92,7 @@ func commitOf(gw string, bs ...Batch) Commit {
 	for i, b := range bs {
 		units[i] = b.Unit
 	}
-	return Commit{Dataset: "logs", ID: CommitID(gw, units), Batches: bs}
+	return Commit{Dataset: "logs", ID: CommitID(gw, "", units), Batches: bs}
 }
 
 // liveFiles lists the table's data files with how many times the current snapshot
@@ -258,16 +258,24 @@ func TestHadoopOnS3Refused(t *testing.T) {
 
 func TestCommitIDDependsOnUnitsOnly(t *testing.T) {
 	u := []Unit{{Dataset: "logs", Partition: "source=a", First: 1, Last: 9, Rows: 9}}
-	if CommitID("g", u) != CommitID("g", []Unit{{Dataset: "logs", Partition: "source=a", First: 1, Last: 9, Rows: 7}}) {
+	if CommitID("g", "", u) != CommitID("g", "", []Unit{{Dataset: "logs", Partition: "source=a", First: 1, Last: 9, Rows: 7}}) {
 		t.Error("row count changed the commit id")
 	}
 	for _, other := range []struct {
 		gw string
 		u  Unit
 	}{{"h", u[0]}, {"g", Unit{Dataset: "logs", Partition: "source=b", First: 1, Last: 9}}, {"g", Unit{Dataset: "logs", Partition: "source=a", First: 2, Last: 9}}} {
-		if CommitID(other.gw, []Unit{other.u}) == CommitID("g", u) {
+		if CommitID(other.gw, "", []Unit{other.u}) == CommitID("g", "", u) {
 			t.Errorf("%+v has the same commit id", other)
 		}
+	}	// A reinstalled machine's first commit holds the same seqs as its earlier life's.
+	if CommitID("g", "0123abcd", u) == CommitID("g", "", u) || CommitID("g", "0123abcd", u) == CommitID("g", "4567ef01", u) {
+		t.Error("the incarnation does not change the commit id")
+	}
+	// A cache made before incarnations keeps the ids it had (pinned; the value is the SHA-256
+	// of the documented encoding, computed apart).
+	if got := CommitID("g", "", u); got != "148eab2f7d58b6718151bdd18d09039e" {
+		t.Errorf("CommitID changed for the incarnation \"\": %s", got)
 	}
 }
 

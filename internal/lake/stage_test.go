@@ -51,7 +51,7 @@ func TestStagedFilesCommitOnce(t *testing.T) {
 		}
 	}
 	units := []Unit{ba.Unit, bb.Unit}
-	c := StagedCommit{Dataset: "logs", ID: CommitID("cluster", units), Paths: paths, Units: units}
+	c := StagedCommit{Dataset: "logs", ID: CommitID("cluster", "", units), Paths: paths, Units: units}
 	res, err := a.CommitStaged(ctx, c)
 	if err != nil {
 		t.Fatal(err)

@@ -170,7 +170,7 @@ func (x *instance) exportTable(ctx context.Context, l *lake.Lake, dataset string
 			res.err = &errDestination{err}
 			return res
 		}
-		id := lake.CommitID(x.gateway, lakeUnits(units))
+		id := lake.CommitID(x.gateway, x.incarnation, lakeUnits(units))
 		stale := false
 		for i := range units {
 			t := &units[i]

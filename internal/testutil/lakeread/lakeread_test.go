@@ -56,7 +56,7 @@ func commit(t *testing.T, l *lake.Lake, gw string, bs ...lake.Batch) {
 	for i, b := range bs {
 		units[i] = b.Unit
 	}
-	if _, err := l.Commit(context.Background(), lake.Commit{Dataset: "logs", ID: lake.CommitID(gw, units), Batches: bs}); err != nil {
+	if _, err := l.Commit(context.Background(), lake.Commit{Dataset: "logs", ID: lake.CommitID(gw, "", units), Batches: bs}); err != nil {
 		t.Fatal(err)
 	}
 }
