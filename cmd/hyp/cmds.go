@@ -18,7 +18,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hyp-project/hyp/internal/cache"
-	"github.com/hyp-project/hyp/internal/cluster"
 	"github.com/hyp-project/hyp/internal/config"
 	"github.com/hyp-project/hyp/internal/control"
 	"github.com/hyp-project/hyp/internal/daemon"
@@ -115,42 +114,55 @@ func serverStatusCmd(g *globals) *cobra.Command {
 	var cfgPath string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "status --config F",
-		Short: "Cluster mode: replicas, the committer, and per gateway rows stored, staged and commit lag",
+		Use:   "status",
+		Short: "Replicas and the committer (cluster mode), and per gateway its incarnations, rows stored, staged and commit lag",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, cfg, err := g.load(cfgPath)
+			dir, cfg, err := g.load(cfgPath)
 			if err != nil {
 				return err
 			}
-			if cfg.Server.Cluster == nil {
-				return usagef("the config has no server.cluster block: server status is for cluster mode")
-			}
-			r, err := cluster.Status(cmd.Context(), cfg.Server.Cluster.Postgres)
+			r, err := daemon.ServerStatus(cmd.Context(), dir, cfg)
 			if err != nil {
 				return err
 			}
 			if asJSON {
 				return printJSON(os.Stdout, r)
 			}
-			committer := r.Committer
-			if committer == "" {
-				committer = "(none)"
-			}
-			fmt.Printf("committer: %s\n\n", committer)
 			tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "REPLICA\tADDR\tALIVE\tLAST HEARTBEAT")
-			for _, rp := range r.Replicas {
-				fmt.Fprintf(tw, "%s\t%s\t%v\t%s\n", rp.ID, rp.Addr, rp.Alive, rp.Heartbeat.UTC().Format(time.RFC3339))
+			if cfg.Server.Cluster != nil {
+				committer := r.Committer
+				if committer == "" {
+					committer = "(none)"
+				}
+				fmt.Printf("committer: %s\n\n", committer)
+				fmt.Fprintln(tw, "REPLICA\tADDR\tALIVE\tLAST HEARTBEAT")
+				for _, rp := range r.Replicas {
+					fmt.Fprintf(tw, "%s\t%s\t%v\t%s\n", rp.ID, rp.Addr, rp.Alive, rp.Heartbeat.UTC().Format(time.RFC3339))
+				}
+				fmt.Fprintln(tw)
 			}
-			fmt.Fprintln(tw, "\nGATEWAY\tLAST SEEN\tROWS STORED\tROWS STAGED\tCOMMIT LAG")
+			fmt.Fprintln(tw, "GATEWAY\tLAST SEEN\tROWS STORED\tROWS STAGED\tCOMMIT LAG\tINCARNATIONS")
 			for _, gw := range r.Gateways {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0fs\n", gw.Gateway, gw.LastSeen.UTC().Format(time.RFC3339), gw.RowsStored, gw.RowsStaged, gw.CommitLagSeconds)
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0fs\t%d\n", gw.Gateway, gw.LastSeen.UTC().Format(time.RFC3339), gw.RowsStored, gw.RowsStaged, gw.CommitLagSeconds, len(gw.Incarnations))
+			}
+			fmt.Fprintln(tw, "\nGATEWAY\tINCARNATION\tFIRST SEEN\tLAST SEEN\tROWS\tCONCURRENT AT")
+			for _, gw := range r.Gateways {
+				for _, inc := range gw.Incarnations {
+					id, concurrent := inc.ID, "-"
+					if id == "" {
+						id = `""`
+					}
+					if !inc.ConcurrentAt.IsZero() {
+						concurrent = inc.ConcurrentAt.UTC().Format(time.RFC3339)
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", gw.Gateway, id, inc.FirstSeen.UTC().Format(time.RFC3339), inc.LastSeen.UTC().Format(time.RFC3339), inc.Rows, concurrent)
+				}
 			}
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().StringVar(&cfgPath, "config", "", "the servers' config file, with server.cluster (default <home>/hyp.yaml)")
+	cmd.Flags().StringVar(&cfgPath, "config", "", "the server's config file (default <home>/hyp.yaml)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "machine output")
 	return cmd
 }

@@ -65,6 +65,24 @@ func TestReinstalledHomeKeepsEveryRow(t *testing.T) {
 	if !checkExactlyOnce(t, "server", serverIDs(t, srvHome, []string{"logs"}), want) {
 		t.FailNow()
 	}
+	// `hyp server status` asks the running server, which holds the ledger.
+	out := runHyp(t, srvHome, time.Minute, "server", "status", "--json")
+	if out.code != 0 {
+		t.Fatalf("server status: %s", out)
+	}
+	incs := clusterIncarnations(t, out.stdout)
+	if len(incs) != 2 || len(incs["web-01"]) != 2 {
+		t.Fatalf("server status incarnations, want two gateways of two each:\n%s", out.stdout)
+	}
+	rows := 0.0
+	for _, g := range incs {
+		for _, inc := range g {
+			rows += inc["rows"].(float64)
+		}
+	}
+	if int(rows) != len(want["logs"]) {
+		t.Fatalf("incarnations count %v rows, want %d:\n%s", rows, len(want["logs"]), out.stdout)
+	}
 }
 
 func TestClusterReinstalledHomeKeepsEveryRow(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/cluster"
 	"github.com/hyp-project/hyp/internal/node"
 	"github.com/hyp-project/hyp/internal/sink"
 )
@@ -101,10 +102,14 @@ func Listen(path string) (net.Listener, error) {
 }
 
 // Handler serves n's operations; ingest is the daemon's ingest handler, mounted so that
-// `hyp ingest` reaches the same code path as HTTP clients.
-func Handler(n *node.Node, ingest http.Handler) http.Handler {
+// `hyp ingest` reaches the same code path as HTTP clients. srv, when not nil, is `hyp
+// server`'s own (/v1/server/...).
+func Handler(n *node.Node, ingest, srv http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/ingest/", ingest)
+	if srv != nil {
+		mux.Handle("/v1/server/", srv)
+	}
 	mux.HandleFunc("GET /v1/ping", func(w http.ResponseWriter, r *http.Request) {
 		ping := map[string]any{"pid": os.Getpid(), "home": n.Home}
 		if err := n.Cache.Err(); err != nil {
@@ -313,6 +318,9 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, ctype
 			}
 			return &remoteError{sink.ErrRewindGap, eb.Message}
 		}
+		if resp.StatusCode == http.StatusNotFound && eb.Error == "" {
+			return &remoteError{errNotFound, "daemon: no such operation: " + path}
+		}
 		return fmt.Errorf("daemon: %s: %s", eb.Error, eb.Message)
 	}
 	if out != nil {
@@ -372,6 +380,24 @@ func (c *Client) SinkStatus(ctx context.Context, instance string) ([]sink.Instan
 	var out []sink.InstanceStatus
 	return out, c.do(ctx, "POST", "/v1/sinks/status", b, "application/json", &out)
 }
+
+// ServerStatus is a single-node `hyp server`'s status (server.LocalStatus); ErrNotServer when
+// the process on the socket is a daemon.
+func (c *Client) ServerStatus(ctx context.Context) (cluster.Report, error) {
+	var out cluster.Report
+	err := c.do(ctx, "GET", "/v1/server/status", nil, "", &out)
+	if errors.Is(err, errNotFound) {
+		return out, ErrNotServer
+	}
+	return out, err
+}
+
+var (
+	// ErrNotServer means the process serving a home is a daemon, not a `hyp server`.
+	ErrNotServer = errors.New("the process running on this home is a daemon, not a hyp server")
+	// errNotFound is the daemon's plain 404: it serves no such path.
+	errNotFound = errors.New("not found")
+)
 
 func (c *Client) Rewind(ctx context.Context, req sink.RewindRequest) (sink.RewindResult, error) {
 	b, _ := json.Marshal(req)

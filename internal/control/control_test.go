@@ -34,7 +34,7 @@ func serve(t *testing.T) (*node.Node, *Client, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: Handler(n, http.NotFoundHandler())}
+	srv := &http.Server{Handler: Handler(n, http.NotFoundHandler(), nil)}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	c, err := Dial(ctx, sock)

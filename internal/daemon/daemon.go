@@ -67,8 +67,8 @@ const idleTimeout = 2 * time.Minute
 
 // Run serves the daemon until ctx is done. Ready is called once the listeners accept.
 func Run(ctx context.Context, dir string, cfg *config.Config, log *slog.Logger, ready func(ingestAddr string)) error {
-	return serve(ctx, dir, cfg, listener{addr: cfg.Ingest.Listen, tls: cfg.Ingest.TLS}, log, ready, func(_ context.Context, _ *node.Node, ingest http.Handler) (http.Handler, func(), error) {
-		return ingest, func() {}, nil
+	return serve(ctx, dir, cfg, listener{addr: cfg.Ingest.Listen, tls: cfg.Ingest.TLS}, log, ready, func(_ context.Context, _ *node.Node, ingest http.Handler) (front, error) {
+		return front{public: ingest, close: func() {}}, nil
 	})
 }
 
@@ -92,24 +92,24 @@ func RunServer(ctx context.Context, dir string, cfg *config.Config, o ServerOpti
 	}
 	warnTokenFileMode(o.TokenFile, log)
 	sopts := server.Options{Tokens: tokens, MaxBodyBytes: cfg.Ingest.MaxBodyBytes, RateLimit: o.RateLimit, Logger: log}
-	return serve(ctx, dir, cfg, listener{addr: o.Listen, tls: o.TLS}, log, ready, func(ctx context.Context, n *node.Node, ingest http.Handler) (http.Handler, func(), error) {
+	return serve(ctx, dir, cfg, listener{addr: o.Listen, tls: o.TLS}, log, ready, func(ctx context.Context, n *node.Node, ingest http.Handler) (front, error) {
 		sopts.Registerer = n.Reg
-		var h http.Handler
-		var closeStore func()
+		var f front
 		var err error
 		if cfg.Server.Cluster != nil {
-			h, closeStore, err = clusterFront(ctx, cfg.Server.Cluster, o.Listen, sopts, n)
+			f.public, f.close, err = clusterFront(ctx, cfg.Server.Cluster, o.Listen, sopts, n)
 		} else {
-			h, closeStore, err = localFront(ctx, dir, sopts, n)
+			f, err = localFront(ctx, dir, sopts, n)
 		}
 		if err != nil {
-			return nil, nil, err
+			return front{}, err
 		}
 		mux := http.NewServeMux()
 		// /metrics comes from the ingest handler, which serves the node's registry.
 		mux.Handle("GET /metrics", ingest)
-		mux.Handle("/", h)
-		return mux, closeStore, nil
+		mux.Handle("/", f.public)
+		f.public = mux
+		return f, nil
 	})
 }
 
@@ -125,25 +125,27 @@ func warnTokenFileMode(path string, log *slog.Logger) {
 
 // localFront is the single-node server: forwarded rows go to the node's cache, deduped by
 // the ledger in <home>/server/ledger.db.
-func localFront(ctx context.Context, dir string, o server.Options, n *node.Node) (http.Handler, func(), error) {
+// Its control socket also answers `hyp server status` from the ledger, which the running
+// server holds locked.
+func localFront(ctx context.Context, dir string, o server.Options, n *node.Node) (front, error) {
 	path := home.Ledger(dir)
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, nil, err
+		return front{}, err
 	}
 	led, err := ledger.Open(path)
 	if err != nil {
-		return nil, nil, err
+		return front{}, err
 	}
 	if err := server.Recover(ctx, n.Cache, led); err != nil {
 		led.Close()
-		return nil, nil, fmt.Errorf("recover ledger: %w", err)
+		return front{}, fmt.Errorf("recover ledger: %w", err)
 	}
 	h, err := server.NewHandler(n.Cache, led, o)
 	if err != nil {
 		led.Close()
-		return nil, nil, err
+		return front{}, err
 	}
-	return h, func() { led.Close() }, nil
+	return front{public: h, control: server.StatusHandler(led), close: func() { led.Close() }}, nil
 }
 
 // clusterFront is one replica of a cluster (SPEC 5): forwarded rows go to the shared
@@ -185,8 +187,15 @@ func clusterFront(ctx context.Context, cc *config.Cluster, listen string, o serv
 // errStarting is why /healthz is 503 before the daemon serves.
 var errStarting = errors.New("the daemon is starting")
 
-// frontend builds the public listener's handler for a node; close runs after it stops.
-type frontend func(ctx context.Context, n *node.Node, ingest http.Handler) (h http.Handler, close func(), err error)
+// frontend builds the public listener's handler for a node.
+type frontend func(ctx context.Context, n *node.Node, ingest http.Handler) (front, error)
+
+// front is what a frontend built: public serves the public listener; control, when not nil,
+// serves the control socket's /v1/server/ paths; close runs after both stop.
+type front struct {
+	public, control http.Handler
+	close           func()
+}
 
 // gcPercent is the collector's GOGC unless the environment sets one. Under the soft memory
 // limit the heap cannot grow past the limit either way; below it, 150 lets the heap reach
@@ -279,12 +288,13 @@ func serve(ctx context.Context, dir string, cfg *config.Config, pub listener, lo
 		n.Close(ctx)
 		return err
 	}
-	h, closeFront, err := front(ctx, n, ih)
+	fr, err := front(ctx, n, ih)
 	if err != nil {
 		n.Close(ctx)
 		return err
 	}
-	defer closeFront()
+	defer fr.close()
+	h := fr.public
 	// The control socket serves the ingest handler unguarded: it is local and its clients
 	// are the home's owner.
 	if h, err = httpbody.Guard(h, budget, httpbody.Pace{Grace: bodyGrace, MinRate: bodyMinRate}); err != nil {
@@ -305,7 +315,7 @@ func serve(ctx context.Context, dir string, cfg *config.Config, pub listener, lo
 	loopCtx, stopLoops := context.WithCancel(context.Background())
 	ingestSrv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idleTimeout}
 	// Control requests (a `hyp sink run` waiting on an export) end with the loops at drain.
-	ctlSrv := &http.Server{Handler: control.Handler(n, ih), ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return loopCtx }}
+	ctlSrv := &http.Server{Handler: control.Handler(n, ih, fr.control), ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return loopCtx }}
 	go ingestSrv.Serve(ln)
 	go ctlSrv.Serve(sock)
 
