@@ -223,7 +223,7 @@ func (h *handler) ingest(w http.ResponseWriter, r *http.Request, dataset string)
 }
 
 // keeper stores the rows of a validated chunk that no earlier chunk stored, once per
-// (gateway, dataset, partition, seq), and records the chunk's span, all durable before it
+// (gateway, incarnation, dataset, partition, seq), and records the chunk's span, all durable before it
 // returns. A *httpbody.Error is poison the sender must quarantine; any other error is
 // retryable and leaves nothing stored twice on the retry. The chunk is reused once keep
 // returns, so keep must not retain it or any row of it.
