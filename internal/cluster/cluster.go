@@ -169,8 +169,13 @@ CREATE TABLE IF NOT EXISTS hyp_staging (
 	id uuid PRIMARY KEY, dataset text NOT NULL, replica text NOT NULL, started_at timestamptz NOT NULL DEFAULT now());
 CREATE TABLE IF NOT EXISTS hyp_gateways (
 	gateway text PRIMARY KEY, last_seen timestamptz NOT NULL, rows_stored bigint NOT NULL DEFAULT 0);
-ALTER TABLE hyp_ledger ADD COLUMN IF NOT EXISTS incarnation text NOT NULL DEFAULT '';
 DO $$ BEGIN
+	-- Checked first: ALTER TABLE takes hyp_ledger's exclusive lock even when it changes
+	-- nothing, and live replicas' transactions hold it (a deadlock at a replica's start).
+	IF NOT EXISTS (SELECT 1 FROM information_schema.columns
+		WHERE table_schema = current_schema() AND table_name = 'hyp_ledger' AND column_name = 'incarnation') THEN
+		ALTER TABLE hyp_ledger ADD COLUMN incarnation text NOT NULL DEFAULT '';
+	END IF;
 	IF NOT EXISTS (SELECT 1 FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
 		WHERE i.indrelid = 'hyp_ledger'::regclass AND i.indisprimary AND a.attname = 'incarnation') THEN
 		ALTER TABLE hyp_ledger DROP CONSTRAINT hyp_ledger_pkey, ADD PRIMARY KEY (gateway, incarnation, dataset, part, lo);
