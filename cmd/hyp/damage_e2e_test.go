@@ -397,7 +397,7 @@ func TestFlippedWatermarkByteStopsOnlyItsPartition(t *testing.T) {
 func exportedIDs(t *testing.T, root, src string) map[int]bool {
 	t.Helper()
 	ids := map[int]bool{}
-	eachExportedRow(t, filepath.Join(root, "logs", "source="+src), func(id int, _ map[string]any) {
+	eachExportedRow(t, filepath.Join(root, "logs", "_hyp_source="+src), func(id int, _ map[string]any) {
 		if ids[id] {
 			t.Fatalf("%s: id %d exported twice", src, id)
 		}

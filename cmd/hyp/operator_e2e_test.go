@@ -985,7 +985,7 @@ func TestRewindsDuringTicksAllTakeEffect(t *testing.T) {
 	got := map[int]int{}
 	for _, bf := range opJSONLFiles(t, root) {
 		for _, r := range bf.rows {
-			if !strings.HasPrefix(bf.rel, "logs/source="+r.source+"/") {
+			if !strings.HasPrefix(bf.rel, "logs/_hyp_source="+r.source+"/") {
 				t.Errorf("%s holds a row of source %q", bf.rel, r.source)
 			}
 			got[r.id]++

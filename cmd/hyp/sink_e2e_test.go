@@ -565,7 +565,7 @@ var (
 	datasetName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
 )
 
-// checkBlobFiles checks the layout <dataset>/source=<s>/part-<first>-<last>.<ext> of every
+// checkBlobFiles checks the layout <dataset>/_hyp_source=<s>/part-<first>-<last>.<ext> of every
 // file, that each file's rows are of its source and exactly span its seq bounds, and that
 // no two files of a partition overlap; it returns the ids per dataset.
 func checkBlobFiles(t *testing.T, where string, files []blobFile, ext string) map[string][]int {
@@ -579,16 +579,16 @@ func checkBlobFiles(t *testing.T, where string, files []blobFile, ext string) ma
 	for _, f := range files {
 		parts := strings.Split(f.rel, "/")
 		if len(parts) != 3 {
-			t.Errorf("%s: %q is not <dataset>/source=<s>/part-<first>-<last>.%s", where, f.rel, ext)
+			t.Errorf("%s: %q is not <dataset>/_hyp_source=<s>/part-<first>-<last>.%s", where, f.rel, ext)
 			continue
 		}
 		ds, dir, name := parts[0], parts[1], parts[2]
 		m := partName.FindStringSubmatch(name)
-		if !datasetName.MatchString(ds) || !strings.HasPrefix(dir, "source=") || m == nil || m[3] != ext {
-			t.Errorf("%s: %q is not <dataset>/source=<s>/part-<20 digits>-<20 digits>.%s", where, f.rel, ext)
+		if !datasetName.MatchString(ds) || !strings.HasPrefix(dir, "_hyp_source=") || m == nil || m[3] != ext {
+			t.Errorf("%s: %q is not <dataset>/_hyp_source=<s>/part-<20 digits>-<20 digits>.%s", where, f.rel, ext)
 			continue
 		}
-		source, err := url.PathUnescape(strings.TrimPrefix(dir, "source="))
+		source, err := url.PathUnescape(strings.TrimPrefix(dir, "_hyp_source="))
 		if err != nil {
 			t.Errorf("%s: %q: partition directory does not unescape: %v", where, f.rel, err)
 			continue

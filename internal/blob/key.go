@@ -7,6 +7,19 @@ import (
 	"strings"
 )
 
+// Layout is how a key names the partition's directories.
+type Layout int
+
+const (
+	// LayoutPlain is the layout of units decided before LayoutReserved: `source=<s>`, the
+	// partition's own keys. A Hive-aware reader shows the directory's value in place of a
+	// row's own `source` field, so only units whose intent already named it keep it.
+	LayoutPlain Layout = iota
+	// LayoutReserved puts the directory keys in hyp's reserved namespace (SPEC 6):
+	// `_hyp_source=<s>` (and `_hyp_gateway=<id>` on a server), which no user column can be.
+	LayoutReserved
+)
+
 // Key is the object key of an export unit, relative to the destination's root (a LocalFS
 // directory, or an S3 bucket and prefix, which the S3 destination adds itself):
 //
@@ -14,11 +27,15 @@ import (
 //
 // with first and last zero-padded to 20 digits so keys sort in seq order. partition is a
 // partition name such as `source=web` or `gateway=abc123/source=web`; each `k=v` component
-// becomes one Hive-style path segment whose value is escaped (see segment), so two different
-// partitions never share a key and no value can climb out of its directory.
-func Key(dataset, partition string, first, last int64, f Format) string {
+// becomes one Hive-style path segment (its key prefixed `_hyp_` in LayoutReserved) whose value
+// is escaped (see segment), so two different partitions never share a key and no value can
+// climb out of its directory.
+func Key(dataset, partition string, first, last int64, f Format, l Layout) string {
 	parts := []string{escape(dataset)}
 	for _, c := range splitPartition(partition) {
+		if l == LayoutReserved {
+			c = "_hyp_" + c
+		}
 		parts = append(parts, segment(c))
 	}
 	parts = append(parts, fmt.Sprintf("part-%020d-%020d.%s", first, last, f.Ext()))

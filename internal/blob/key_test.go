@@ -33,7 +33,7 @@ func TestKey(t *testing.T) {
 		{"logs", "source=", 1, 1, Parquet, "logs/source=/part-00000000000000000001-00000000000000000001.parquet"},
 	}
 	for _, c := range cases {
-		if got := Key(c.dataset, c.partition, c.first, c.last, c.f); got != c.want {
+		if got := Key(c.dataset, c.partition, c.first, c.last, c.f, LayoutPlain); got != c.want {
 			t.Errorf("Key(%q, %q) =\n %s\nwant\n %s", c.dataset, c.partition, got, c.want)
 		}
 	}
@@ -41,8 +41,8 @@ func TestKey(t *testing.T) {
 
 func TestKeyLongValueIsHashed(t *testing.T) {
 	long := strings.Repeat("é", 100) // 200 bytes, 600 once escaped
-	a := Key("logs", "source="+long, 1, 2, Parquet)
-	b := Key("logs", "source="+long[:198]+"è", 1, 2, Parquet)
+	a := Key("logs", "source="+long, 1, 2, Parquet, LayoutPlain)
+	b := Key("logs", "source="+long[:198]+"è", 1, 2, Parquet, LayoutPlain)
 	if a == b {
 		t.Fatal("two long sources share a key")
 	}
@@ -93,7 +93,7 @@ func TestKeyDistinctSources(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		gen := rapid.OneOf(rapid.String(), rapid.StringMatching(`[a-z./ %~=é-]{0,12}`), rapid.StringN(0, 300, 300))
 		a, b := gen.Draw(t, "a"), gen.Draw(t, "b")
-		ka, kb := Key("logs", "source="+a, 1, 2, Parquet), Key("logs", "source="+b, 1, 2, Parquet)
+		ka, kb := Key("logs", "source="+a, 1, 2, Parquet, LayoutPlain), Key("logs", "source="+b, 1, 2, Parquet, LayoutPlain)
 		checkSourceKey(t, a, ka)
 		checkSourceKey(t, b, kb)
 		if a != b && ka == kb {
@@ -108,11 +108,29 @@ func FuzzKey(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, source string) {
-		checkSourceKey(t, source, Key("logs", "source="+source, 1, 2, Parquet))
-		gk := Key("logs", "gateway=abc/source="+source, 1, 2, Parquet)
-		want := "logs/gateway=abc/" + strings.TrimPrefix(Key("logs", "source="+source, 1, 2, Parquet), "logs/")
+		checkSourceKey(t, source, Key("logs", "source="+source, 1, 2, Parquet, LayoutPlain))
+		gk := Key("logs", "gateway=abc/source="+source, 1, 2, Parquet, LayoutPlain)
+		want := "logs/gateway=abc/" + strings.TrimPrefix(Key("logs", "source="+source, 1, 2, Parquet, LayoutPlain), "logs/")
 		if gk != want {
 			t.Fatalf("gateway key %q, want %q", gk, want)
 		}
 	})
+}
+
+// In the reserved layout every directory key is hyp's, so a Hive-aware reader's partition
+// columns (`_hyp_source`, `_hyp_gateway`) never stand in for a row's own `source` or
+// `gateway`; values are escaped exactly as in the plain layout.
+func TestKeyReserved(t *testing.T) {
+	for _, c := range []struct{ partition, want string }{
+		{"source=web", "logs/_hyp_source=web/part-00000000000000000001-00000000000000000002.parquet"},
+		{"gateway=abc123/source=a/b", "logs/_hyp_gateway=abc123/_hyp_source=a%2Fb/part-00000000000000000001-00000000000000000002.parquet"},
+	} {
+		if got := Key("logs", c.partition, 1, 2, Parquet, LayoutReserved); got != c.want {
+			t.Errorf("Key(%q) = %s, want %s", c.partition, got, c.want)
+		}
+	}
+	long := strings.Repeat("é", 100)
+	if seg := strings.Split(Key("logs", "source="+long, 1, 2, Parquet, LayoutReserved), "/")[1]; !strings.HasPrefix(seg, "_hyp_source=~h") || len(seg) > maxSegment {
+		t.Fatalf("a long source gave segment %q", seg)
+	}
 }

@@ -26,7 +26,7 @@ func TestLocalFSPut(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "exports") // created by the first Put
 	d := NewLocalFS(root)
 	ctx := context.Background()
-	obj := Object{Key: Key("logs", "source=a/b", 1, 10, Parquet), UnitID: "u1", Rows: 10, FirstSeq: 1, LastSeq: 10}
+	obj := Object{Key: Key("logs", "source=a/b", 1, 10, Parquet, LayoutPlain), UnitID: "u1", Rows: 10, FirstSeq: 1, LastSeq: 10}
 
 	tmp := writeTemp(t, d, "first")
 	if !strings.HasPrefix(tmp, d.TempDir()+string(filepath.Separator)) {

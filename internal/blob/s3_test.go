@@ -35,7 +35,7 @@ func TestS3Put(t *testing.T) {
 		t.Errorf("String() = %s", d.String())
 	}
 	ctx := context.Background()
-	obj := Object{Key: Key("logs", "source=web", 1, 10, JSONL), UnitID: "aa01", Rows: 10, FirstSeq: 1, LastSeq: 10}
+	obj := Object{Key: Key("logs", "source=web", 1, 10, JSONL, LayoutPlain), UnitID: "aa01", Rows: 10, FirstSeq: 1, LastSeq: 10}
 	full := "team/hyp/logs/source=web/part-00000000000000000001-00000000000000000010.jsonl.gz"
 
 	tmp := writeTemp(t, d, "unit one")
@@ -87,7 +87,7 @@ func TestS3ConcurrentPuts(t *testing.T) {
 	srv := miniotest.Start(t)
 	srv.CreateBucket(t, "exports")
 	d := newTestS3(t, srv, "")
-	obj := Object{Key: Key("logs", "source=web", 1, 1, Parquet), UnitID: "cc03", Rows: 1, FirstSeq: 1, LastSeq: 1}
+	obj := Object{Key: Key("logs", "source=web", 1, 1, Parquet, LayoutPlain), UnitID: "cc03", Rows: 1, FirstSeq: 1, LastSeq: 1}
 	const writers = 8
 	paths := make([]string, writers)
 	for i := range paths {
@@ -113,7 +113,7 @@ func TestS3Outage(t *testing.T) {
 	srv := miniotest.Start(t)
 	srv.CreateBucket(t, "exports")
 	d := newTestS3(t, srv, "p")
-	obj := Object{Key: Key("logs", "source=web", 1, 5, Parquet), UnitID: "dd04", Rows: 5, FirstSeq: 1, LastSeq: 5}
+	obj := Object{Key: Key("logs", "source=web", 1, 5, Parquet, LayoutPlain), UnitID: "dd04", Rows: 5, FirstSeq: 1, LastSeq: 5}
 	tmp := writeTemp(t, d, "rows")
 
 	srv.Stop()

@@ -56,7 +56,7 @@ func TestBlobUnitsEncodedWhileRead(t *testing.T) {
 				names := sortedKeys(files)
 				for _, name := range names {
 					ids := files[name]
-					if filepath.Dir(name) != filepath.Join(testDataset, p) {
+					if filepath.Dir(name) != filepath.Join(testDataset, "_hyp_"+p) {
 						continue
 					}
 					if len(ids) > 1000 {
@@ -242,4 +242,52 @@ func TestBlobTempFileFailureIsAShipFailure(t *testing.T) {
 		}
 	}
 	noTempFiles(t, root)
+}
+
+// A unit decided before the reserved directory keys (its intent names no key layout) is
+// written under the plain `source=` key its first attempt used, so the retry meets that
+// attempt's object; every unit decided now goes under `_hyp_source=` (SPEC 6).
+func TestBlobIntentKeepsItsKeyLayout(t *testing.T) {
+	ctx := context.Background()
+	home := t.TempDir()
+	c := openCache(t, filepath.Join(home, "cache"), nil)
+	defer c.Close(ctx)
+	l := newLedger()
+	old := l.ingest(t, c, "a", 5)
+	cfg := blobSink(home, "files")
+	cfg.Format = "parquet"
+	d, err := New(ctx, Options{Home: home, Sinks: map[string]config.Sink{"files": cfg}, Cache: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := partition.Name("a")
+	k := watermark.Key{Instance: "files", Dataset: testDataset, Partition: p}
+	st, err := d.Store().Get(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs := l.seqs(old)
+	x := d.inst(t, "files")
+	u := watermark.Unit{First: seqs[0], Last: seqs[len(seqs)-1], Rows: int64(len(seqs)), ID: x.unitID(Part{Dataset: testDataset, Partition: p}, seqs[0], seqs[len(seqs)-1])}
+	if _, err := d.Store().Update(k, st.Generation, func(s *watermark.State) error { s.Intent = &u; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	newer := l.ingest(t, c, "a", 3)
+	if res := runNow(t, d, "files"); res.Status != "ok" || res.Rows != 8 {
+		t.Fatalf("run: %+v", res)
+	}
+	files := readExports(t, cfg.Destination.Path, "parquet")
+	want := map[string][]int64{
+		filepath.Join(testDataset, "source=a", fmt.Sprintf("part-%020d-%020d.parquet", u.First, u.Last)): old,
+	}
+	ns := l.seqs(newer)
+	want[filepath.Join(testDataset, "_hyp_source=a", fmt.Sprintf("part-%020d-%020d.parquet", ns[0], ns[len(ns)-1]))] = newer
+	if len(files) != len(want) {
+		t.Fatalf("files %v, want %v", sortedKeys(files), sortedKeys(want))
+	}
+	for name, ids := range want {
+		if !slices.Equal(files[name], ids) {
+			t.Errorf("%s holds %v, want %v (all: %v)", name, files[name], ids, sortedKeys(files))
+		}
+	}
 }

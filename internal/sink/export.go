@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"github.com/hyp-project/hyp/internal/blob"
 	"github.com/hyp-project/hyp/internal/cache"
 	"github.com/hyp-project/hyp/internal/forward"
 	"github.com/hyp-project/hyp/internal/watermark"
@@ -530,7 +531,7 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 				}
 				continue
 			}
-			u = watermark.Unit{From: st.Seq, First: rows.first, Last: rows.last, Rows: rows.rows, ID: x.unitID(p, rows.first, rows.last)}
+			u = watermark.Unit{From: st.Seq, First: rows.first, Last: rows.last, Rows: rows.rows, ID: x.unitID(p, rows.first, rows.last), KeyLayout: newKeyLayout}
 			if x.withheld(p) {
 				rows.release()
 				if _, err := x.store.Update(k, st.Generation, func(s *watermark.State) error {
@@ -688,7 +689,7 @@ func (x *instance) decideAhead(p Part, ahead *readAhead, since, head int64, lim 
 	if rows == nil {
 		return decided{}
 	}
-	return decided{u: watermark.Unit{From: since, First: rows.first, Last: rows.last, Rows: rows.rows, ID: x.unitID(p, rows.first, rows.last)}, rows: rows}
+	return decided{u: watermark.Unit{From: since, First: rows.first, Last: rows.last, Rows: rows.rows, ID: x.unitID(p, rows.first, rows.last), KeyLayout: newKeyLayout}, rows: rows}
 }
 
 func (x *instance) shipUnit(ctx context.Context, p Part, u watermark.Unit, rows *unitRows) (int64, error) {
@@ -697,6 +698,10 @@ func (x *instance) shipUnit(ctx context.Context, p Part, u watermark.Unit, rows 
 	}
 	return x.ship.ship(ctx, p, u, rows)
 }
+
+// newKeyLayout is the blob key layout of every unit decided now (SPEC 6); an intent decided
+// before keeps the one it names.
+const newKeyLayout = int(blob.LayoutReserved)
 
 // unitID is the batch id / object identity of a unit: a function of where the rows come
 // from and their seq bounds only, so every retry of a unit carries the same one.

@@ -243,7 +243,7 @@ type blobShipper struct {
 }
 
 func (b *blobShipper) ship(ctx context.Context, p Part, u watermark.Unit, rows *unitRows) (int64, error) {
-	obj := blob.Object{Key: blob.Key(p.Dataset, p.Partition, u.First, u.Last, b.format), UnitID: u.ID, Rows: rows.rows, FirstSeq: u.First, LastSeq: u.Last}
+	obj := blob.Object{Key: blob.Key(p.Dataset, p.Partition, u.First, u.Last, b.format, blob.Layout(u.KeyLayout)), UnitID: u.ID, Rows: rows.rows, FirstSeq: u.First, LastSeq: u.Last}
 	f, ok := rows.enc.(*blobFile)
 	if !ok {
 		// Rows read without encoding (a partition withheld when it was read, say).

@@ -56,6 +56,10 @@ type Unit struct {
 	Last  int64  `json:"last"`
 	Rows  int64  `json:"rows"`
 	ID    string `json:"id"`
+	// KeyLayout is the blob key layout (blob.Layout) the unit was decided with, so a retry
+	// writes the key its first attempt did: 0 (the plain `source=` directories) for units
+	// decided before the reserved `_hyp_source=` ones.
+	KeyLayout int `json:"key_layout,omitempty"`
 	// Commit is set by table sinks, which commit the units of several partitions in one
 	// table snapshot: which commit holds the unit and where the table stood before it.
 	Commit *TableCommit `json:"commit,omitempty"`
