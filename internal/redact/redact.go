@@ -92,7 +92,7 @@ func ParseURI(s string) (*url.URL, error) {
 	uris := findURIs(s)
 	if len(uris) > 0 && uris[0].start == 0 {
 		if sp, ok := uris[0].password(s); ok && !validEscaped(s[sp.start:sp.end], userinfoChar) {
-			return nil, errors.New("cannot tell where its password ends: percent-encode '/', '?', '#', '@', '%' and spaces in the password (as %2F, %3F, %23, %40, %25, %20)")
+			return nil, errors.New("cannot tell where its password ends: percent-encode '/', '?', '#', '@', '%' and spaces in the password (as %2F, %3F, %23, %40, %25, %20), and an '@' after the host")
 		}
 	}
 	for _, sp := range paramSpans(s, uris) {
