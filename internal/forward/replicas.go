@@ -143,8 +143,8 @@ func (s *replicas) move(from, to int) {
 // ReplicaState is one replica as the Client's last attempt on it left it.
 type ReplicaState struct {
 	URL       string // redacted: a password in it is masked
-	Attempted bool // false until a chunk was sent to it
-	Up        bool // its last attempt got an answer of the central (200 or a refusal)
+	Attempted bool   // false until a chunk was sent to it
+	Up        bool   // its last attempt got an answer of the central (200 or a refusal)
 }
 
 // State is where a Client sends and what it learnt of each replica.
