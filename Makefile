@@ -128,6 +128,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzSanitizeSource$$' -fuzztime $(FUZZTIME) ./internal/partition
 	$(GO) test -run '^$$' -fuzz '^FuzzReadOnlyGuard$$' -fuzztime $(FUZZTIME) ./internal/query
 	$(GO) test -run '^$$' -fuzz '^FuzzIngestFlushQuery$$' -fuzztime $(FUZZTIME) ./internal/query
+	$(GO) test -run '^$$' -fuzz '^FuzzRedact$$' -fuzztime $(FUZZTIME) ./internal/redact
 	$(GO) test -run '^$$' -fuzz '^FuzzAppendString$$' -fuzztime $(FUZZTIME) ./internal/rowjson
 	$(GO) test -run '^$$' -fuzz '^FuzzParseForward$$' -fuzztime $(FUZZTIME) ./internal/server
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRows$$' -fuzztime $(FUZZTIME) ./internal/server

@@ -806,7 +806,7 @@ func sinkCmd(g *globals) *cobra.Command {
 					m["format"] = s.Format
 					m["destination"] = s.Destination
 				} else {
-					m["url"] = s.URL
+					m["url"] = s.URL.Redacted()
 				}
 				out = append(out, m)
 			}
@@ -817,7 +817,7 @@ func sinkCmd(g *globals) *cobra.Command {
 			fmt.Fprintln(tw, "INSTANCE\tTYPE\tSCHEDULE\tTARGET")
 			for _, name := range sinkNames(cfg) {
 				s := cfg.Sinks[name]
-				target := s.URL.String()
+				target := s.URL.Redacted().String()
 				switch {
 				case s.Type == "blob" && s.Destination.Type == "s3":
 					target = s.Format + " -> " + strings.TrimSuffix("s3://"+s.Destination.Bucket+"/"+s.Destination.Prefix, "/")

@@ -53,7 +53,7 @@ func configShowCmd(g *globals) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "show",
-		Short: "Print the effective config: defaults included, variables expanded, passwords redacted",
+		Short: "Print the effective config: defaults included, variables expanded, secrets redacted",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, cfg, err := g.load(cfgPath)

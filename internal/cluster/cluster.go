@@ -39,6 +39,7 @@ import (
 
 	"github.com/hyp-project/hyp/internal/failpoint"
 	"github.com/hyp-project/hyp/internal/lake"
+	"github.com/hyp-project/hyp/internal/redact"
 )
 
 // Options configure Open.
@@ -92,19 +93,19 @@ func Open(ctx context.Context, o Options) (*Cluster, error) {
 	if o.CommitInterval <= 0 {
 		return nil, fmt.Errorf("cluster: commit_interval must be positive, got %v", o.CommitInterval)
 	}
-	pc, err := pgxpool.ParseConfig(o.Postgres)
+	pc, err := parsePostgres(o.Postgres)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: postgres %s: %w", lake.Redact(o.Postgres), err)
+		return nil, err
 	}
 	id := replicaID()
 	pc.ConnConfig.RuntimeParams["application_name"] = appPrefix + id
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: postgres %s: %w", lake.Redact(o.Postgres), err)
+		return nil, postgresError(o.Postgres, err)
 	}
 	if err := migrate(ctx, pool); err != nil {
 		pool.Close()
-		return nil, err
+		return nil, postgresError(o.Postgres, err)
 	}
 	l, err := lake.Open(ctx, o.Lake)
 	if err != nil {
@@ -199,18 +200,37 @@ const (
 
 // migrate creates the tables once, under a lock: concurrent CREATE ... IF NOT EXISTS of one
 // table can still collide in PostgreSQL's catalogs when replicas start together.
+// parsePostgres parses the cluster's connection URI. pgx only sees one whose password can
+// be located: its redaction of one that cannot is a guess, and its errors quote the URI.
+func parsePostgres(uri string) (*pgxpool.Config, error) {
+	if _, err := redact.ParseURI(uri); err != nil {
+		return nil, fmt.Errorf("cluster: postgres %s: %w", redact.String(uri), err)
+	}
+	pc, err := pgxpool.ParseConfig(uri)
+	if err != nil {
+		return nil, postgresError(uri, err)
+	}
+	return pc, nil
+}
+
+// postgresError names the database an error of pgx's is about, and keeps any password out
+// of both.
+func postgresError(uri string, err error) error {
+	return fmt.Errorf("cluster: postgres %s: %w", redact.String(uri), redact.Error(err))
+}
+
 func migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("cluster: connect: %w", err)
+		return fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Release()
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1, $2)`, lockSpace, lockMigrate); err != nil {
-		return fmt.Errorf("cluster: migrate: %w", err)
+		return fmt.Errorf("migrate: %w", err)
 	}
 	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1, $2)`, lockSpace, lockMigrate)
 	if _, err := conn.Exec(ctx, schema); err != nil {
-		return fmt.Errorf("cluster: create tables: %w", err)
+		return fmt.Errorf("create tables: %w", err)
 	}
 	return nil
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/hyp-project/hyp/internal/lake"
 	"github.com/hyp-project/hyp/internal/ledger"
 )
 
@@ -46,9 +45,13 @@ type Gateway struct {
 
 // Status reads the cluster's state from its database. It needs no replica running.
 func Status(ctx context.Context, postgres string) (Report, error) {
-	conn, err := pgx.Connect(ctx, postgres)
+	pc, err := parsePostgres(postgres)
 	if err != nil {
-		return Report{}, fmt.Errorf("cluster: postgres %s: %w", lake.Redact(postgres), err)
+		return Report{}, err
+	}
+	conn, err := pgx.ConnectConfig(ctx, pc.ConnConfig)
+	if err != nil {
+		return Report{}, postgresError(postgres, err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	var r Report

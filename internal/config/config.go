@@ -1,7 +1,8 @@
 // Package config owns parsing hyp.yaml (with ${NAME} expansion from the environment),
 // validating it with every problem named at once, the embedded defaults, and the effective
-// config as `hyp config show` prints it, passwords redacted. It never touches the cache or
-// the network, and never reads a secret: token files are paths to it.
+// config as `hyp config show` prints it, secrets redacted (internal/redact recognises them;
+// a URI whose password it cannot locate unambiguously is a problem). It never touches the
+// cache or the network, and never reads a secret: token files are paths to it.
 package config
 
 import (
@@ -16,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	hyphome "github.com/hyp-project/hyp/internal/home"
+	"github.com/hyp-project/hyp/internal/redact"
 )
 
 // DatasetName is the syntax of a dataset name.
@@ -231,8 +233,18 @@ func parse(home, name string, data []byte, env Env) (*Config, error) {
 
 // check overlays data on the defaults and finds every problem it can in one pass: the
 // variables that do not expand, unknown keys and values of the wrong type, then what
-// validation says of everything that did decode.
+// validation says of everything that did decode. A problem quotes what the file says, and
+// the file may hold a password where it does not belong or in a form a check refuses, so
+// every key and message is redacted here, once (SPEC 9.8).
 func check(home string, data []byte, env Env) (*Config, []Problem) {
+	cfg, probs := checkTree(home, data, env)
+	for i := range probs {
+		probs[i].Key, probs[i].Message = redact.String(probs[i].Key), redact.String(probs[i].Message)
+	}
+	return cfg, probs
+}
+
+func checkTree(home string, data []byte, env Env) (*Config, []Problem) {
 	cfg := Default(home)
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var root yaml.Node

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hyp-project/hyp/internal/redact"
 )
 
 // Iceberg sink defaults (SPEC 3).
@@ -142,22 +144,18 @@ func checkCatalogURI(uri string) error {
 		}
 		return nil
 	}
-	// The message may reach a log: a password in the URI stays out of it.
-	shown := RedactURI(uri)
-	u, err := url.Parse(uri)
+	// The message quotes uri as written: check redacts every message.
+	u, err := redact.ParseURI(uri)
 	if err != nil {
-		if ue, ok := err.(*url.Error); ok {
-			return fmt.Errorf("%q: %v", shown, ue.Err)
-		}
-		return fmt.Errorf("%q: %v", shown, err)
+		return fmt.Errorf("%q: %v", uri, err)
 	}
 	switch u.Scheme {
 	case "postgres", "postgresql":
 		if u.Host == "" {
-			return fmt.Errorf("%q: missing host", shown)
+			return fmt.Errorf("%q: missing host", uri)
 		}
 	default:
-		return fmt.Errorf("%q: scheme must be postgres or sqlite", shown)
+		return fmt.Errorf("%q: scheme must be postgres or sqlite", uri)
 	}
 	return nil
 }

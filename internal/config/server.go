@@ -3,6 +3,8 @@ package config
 import (
 	"strings"
 	"time"
+
+	"github.com/hyp-project/hyp/internal/redact"
 )
 
 // Server configures `hyp server` (SPEC 5); the daemon ignores it.
@@ -71,6 +73,8 @@ func validateServer(s Server) []problem {
 	add := func(p problem) { probs = append(probs, p) }
 	if !strings.HasPrefix(c.Postgres, "postgres://") && !strings.HasPrefix(c.Postgres, "postgresql://") {
 		add(problemf(clusterKey+".postgres", "required: a postgres:// URI of the database the replicas share"))
+	} else if _, err := redact.ParseURI(c.Postgres); err != nil {
+		add(problemf(clusterKey+".postgres", "%q: %v", c.Postgres, err))
 	}
 	if c.CommitInterval <= 0 {
 		add(problemf(clusterKey+".commit_interval", "must be greater than 0, got %v", time.Duration(c.CommitInterval)))

@@ -3,38 +3,39 @@ package config
 import (
 	"bytes"
 	"encoding/json"
-	"net/url"
-	"strings"
-
 	"gopkg.in/yaml.v3"
+
+	"github.com/hyp-project/hyp/internal/redact"
 )
 
 // Shown is a config as `hyp config show` prints it: every field under its yaml name, so a
 // field added to the config structs shows up without anyone listing it (but a sink's keys
-// of other sink types, always empty), durations in hyp.yaml syntax, and any password in a
-// URI replaced by xxxxx. What it prints loads back
-// as the same config, but for those passwords.
+// of other sink types, always empty), durations in hyp.yaml syntax, and every secret redact
+// recognises in a value (a URI's password, also one url.Parse cannot parse; password= and
+// sslpassword= in a query or a key=value connection string) replaced by xxxxx. What it
+// prints loads back as the same config, but for those secrets.
 type Shown struct{ node yaml.Node }
 
 // Show makes c printable. Token contents never reach a Config (only token_file paths
-// do), and the yaml:"-" File field is left out, so URIs are all it needs to redact.
+// do), and the yaml:"-" File field is left out, so the values' own text is all it needs to
+// redact.
 func Show(c *Config) (*Shown, error) {
 	var s Shown
 	if err := s.node.Encode(c); err != nil {
 		return nil, err
 	}
-	var redact func(n *yaml.Node)
-	redact = func(n *yaml.Node) {
+	var mask func(n *yaml.Node)
+	mask = func(n *yaml.Node) {
 		if n.Kind == yaml.ScalarNode && n.Tag == "!!str" {
-			n.Value = RedactURI(n.Value)
+			n.Value = redact.String(n.Value)
 		}
 		for i, c := range n.Content {
 			if n.Kind != yaml.MappingNode || i%2 == 1 {
-				redact(c)
+				mask(c)
 			}
 		}
 	}
-	redact(&s.node)
+	mask(&s.node)
 	root := &s.node // Encode of a struct gives its mapping
 	if sinks := mapValue(root, "sinks"); sinks != nil {
 		for i := 1; i < len(sinks.Content); i += 2 {
@@ -111,33 +112,3 @@ func (s *Shown) MarshalJSON() ([]byte, error) {
 	}
 	return json.Marshal(v)
 }
-
-// RedactURI hides the password in a URI (postgres://user:xxxxx@host/db, and a password=
-// query parameter as libpq reads it) before it reaches a message or output. Anything else,
-// a URI without a password included, comes back unchanged.
-func RedactURI(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.Scheme == "" {
-		return s
-	}
-	changed := false
-	if _, has := u.User.Password(); has {
-		u.User = url.UserPassword(u.User.Username(), redacted)
-		changed = true
-	}
-	q := u.Query()
-	for k := range q {
-		if strings.EqualFold(k, "password") {
-			q.Set(k, redacted)
-			u.RawQuery = q.Encode()
-			changed = true
-		}
-	}
-	if !changed {
-		return s
-	}
-	return u.String()
-}
-
-// redacted stands for a password, as url.URL.Redacted writes it.
-const redacted = "xxxxx"

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/hyp-project/hyp/internal/redact"
 )
 
 // URLs is a forward sink's `url`: one URL, or a list of replicas of one central (SPEC 3).
@@ -51,6 +53,18 @@ func (u URLs) MarshalJSON() ([]byte, error) {
 
 // String is the URLs for people: the one URL, or the replicas comma separated.
 func (u URLs) String() string { return strings.Join(u, ", ") }
+
+// Redacted is the URLs as listings show them: a password in one masked.
+func (u URLs) Redacted() URLs {
+	if u == nil {
+		return nil
+	}
+	out := make(URLs, len(u))
+	for i, s := range u {
+		out[i] = redact.String(s)
+	}
+	return out
+}
 
 // validateURLs checks a forward sink's url under key: each an http(s) URL with a host, no
 // replica listed twice (failover would then skip nothing and count one central's

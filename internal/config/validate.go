@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"net"
-	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hyp-project/hyp/internal/partition"
+	"github.com/hyp-project/hyp/internal/redact"
 )
 
 // GatewayIDSyntax is SPEC 5's rule for gateway_id, which partition.ValidateGateway checks.
@@ -278,12 +278,8 @@ func checkHTTPURL(s string) error {
 	if s == "" {
 		return errors.New("required")
 	}
-	u, err := url.Parse(s)
+	u, err := redact.ParseURI(s)
 	if err != nil {
-		// The *url.Error repeats the URL, which the caller already shows.
-		if ue, ok := err.(*url.Error); ok {
-			return ue.Err
-		}
 		return err
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {

@@ -10,7 +10,9 @@
 // It must never re-send a chunk the server answered 200 for, never have one chunk in
 // flight to two replicas at once, never refresh or guess a credential, never decide chunk
 // boundaries and never move a watermark: the caller owns chunking, watermarks and
-// quarantine, and learns the outcome only from Send's Ack or error.
+// quarantine, and learns the outcome only from Send's Ack or error. It never shows a
+// replica's URL but redacted (internal/redact): a password in its userinfo is sent, and
+// stays out of every log line, error, state and metric label made here.
 //
 // Replicas must share one ledger (`hyp server` cluster mode): a chunk whose attempt timed
 // out may have been stored, and the same batch sent to another replica is then a

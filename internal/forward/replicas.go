@@ -3,10 +3,11 @@ package forward
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hyp-project/hyp/internal/redact"
 )
 
 // replicas is where a Client sends: the replica that answered last (sticky, so a healthy
@@ -21,7 +22,7 @@ type replicas struct {
 }
 
 type replica struct {
-	url      string // as configured, for status and metrics
+	url      string // as configured but redacted, for logs, errors, status and metrics
 	endpoint string // base URL without trailing slash
 	// coolUntil passes the replica over after a failed attempt while another is ready.
 	coolUntil time.Time
@@ -33,7 +34,9 @@ type replica struct {
 }
 
 // newReplicas checks urls: each a base URL the protocol's paths can be appended to, and
-// no replica twice (a trailing slash does not make another one).
+// no replica twice (a trailing slash does not make another one). A replica's name, what
+// logs, errors, status and metric labels call it, is its URL redacted: a password in the
+// userinfo is sent, never shown.
 func newReplicas(urls []string) (*replicas, error) {
 	if len(urls) == 0 {
 		return nil, errors.New("forward: no url")
@@ -41,26 +44,27 @@ func newReplicas(urls []string) (*replicas, error) {
 	s := &replicas{rs: make([]replica, len(urls))}
 	seen := map[string]string{}
 	for i, raw := range urls {
-		u, err := url.Parse(raw)
+		name := redact.String(raw)
+		u, err := redact.ParseURI(raw)
 		if err != nil {
-			return nil, fmt.Errorf("forward: url: %w", err)
+			return nil, fmt.Errorf("forward: url %q: %w", name, err)
 		}
 		switch {
 		case u.Scheme != "http" && u.Scheme != "https":
-			return nil, fmt.Errorf("forward: url %q: scheme must be http or https", raw)
+			return nil, fmt.Errorf("forward: url %q: scheme must be http or https", name)
 		case u.Host == "":
-			return nil, fmt.Errorf("forward: url %q: no host", raw)
+			return nil, fmt.Errorf("forward: url %q: no host", name)
 		case u.RawQuery != "" || u.ForceQuery:
-			return nil, fmt.Errorf("forward: url %q: must not have a query", raw)
+			return nil, fmt.Errorf("forward: url %q: must not have a query", name)
 		case u.Fragment != "":
-			return nil, fmt.Errorf("forward: url %q: must not have a fragment", raw)
+			return nil, fmt.Errorf("forward: url %q: must not have a fragment", name)
 		}
 		ep := strings.TrimRight(u.String(), "/")
 		if prev, dup := seen[ep]; dup {
-			return nil, fmt.Errorf("forward: url %q names the same replica as %q", raw, prev)
+			return nil, fmt.Errorf("forward: url %q names the same replica as %q", name, prev)
 		}
-		seen[ep] = raw
-		s.rs[i] = replica{url: raw, endpoint: ep}
+		seen[ep] = name
+		s.rs[i] = replica{url: name, endpoint: ep}
 	}
 	return s, nil
 }
@@ -138,14 +142,14 @@ func (s *replicas) move(from, to int) {
 
 // ReplicaState is one replica as the Client's last attempt on it left it.
 type ReplicaState struct {
-	URL       string
-	Attempted bool // false until a chunk was sent to it
-	Up        bool // its last attempt got an answer of the central (200 or a refusal)
+	URL       string // redacted: a password in it is masked
+	Attempted bool   // false until a chunk was sent to it
+	Up        bool   // its last attempt got an answer of the central (200 or a refusal)
 }
 
 // State is where a Client sends and what it learnt of each replica.
 type State struct {
-	Current   string // the replica the next chunk goes to
+	Current   string // the replica the next chunk goes to, redacted
 	Failovers uint64 // moves from one replica to another after a failed attempt
 	Replicas  []ReplicaState
 }

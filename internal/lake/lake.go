@@ -45,6 +45,7 @@ import (
 
 	"github.com/hyp-project/hyp/internal/config"
 	"github.com/hyp-project/hyp/internal/fsutil"
+	"github.com/hyp-project/hyp/internal/redact"
 )
 
 // Summary keys of every commit hyp makes.
@@ -159,13 +160,14 @@ func Open(ctx context.Context, o Options) (*Lake, error) {
 		if err != nil {
 			return nil, err
 		}
+		// The driver's errors may quote the data source, as best it can redact it.
 		if l.db, err = sql.Open(driver, dsn); err != nil {
-			return nil, fmt.Errorf("catalog %s: %w", Redact(o.URI), err)
+			return nil, fmt.Errorf("catalog %s: %w", redact.String(o.URI), redact.Error(err))
 		}
 		cat, err := sqlcat.NewCatalog(CatalogName, l.db, dialect, props)
 		if err != nil {
 			l.db.Close()
-			return nil, fmt.Errorf("catalog %s: %w", Redact(o.URI), err)
+			return nil, fmt.Errorf("catalog %s: %w", redact.String(o.URI), redact.Error(err))
 		}
 		l.cat = cat
 	case "hadoop":
@@ -203,14 +205,15 @@ func sqlSource(uri string) (driver string, dialect sqlcat.SupportedDialect, dsn 
 		// the path is escaped as a URI path.
 		return "sqlite", sqlcat.SQLite, "file:" + (&url.URL{Path: path}).EscapedPath() + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)", nil
 	case strings.HasPrefix(uri, "postgres://"), strings.HasPrefix(uri, "postgresql://"):
+		// pgx only sees a URI whose password can be located: its redaction of one that
+		// cannot is a guess, and its errors quote the URI.
+		if _, err := redact.ParseURI(uri); err != nil {
+			return "", "", "", fmt.Errorf("catalog uri %s: %w", redact.String(uri), err)
+		}
 		return "pgx", sqlcat.Postgres, uri, nil
 	}
-	return "", "", "", fmt.Errorf("catalog uri %s: want postgres://... or sqlite:///path", Redact(uri))
+	return "", "", "", fmt.Errorf("catalog uri %s: want postgres://... or sqlite:///path", redact.String(uri))
 }
-
-// Redact hides a password in a catalog URI before it reaches a message; config owns the
-// rule, which `hyp config show` applies too.
-func Redact(uri string) string { return config.RedactURI(uri) }
 
 // FileURI is the file:// URI of a local path, escaped so that iceberg-go, which joins file
 // names onto locations as URLs, keeps every byte of it.
