@@ -268,7 +268,7 @@ func TestCommitIDDependsOnUnitsOnly(t *testing.T) {
 		if CommitID(other.gw, "", []Unit{other.u}) == CommitID("g", "", u) {
 			t.Errorf("%+v has the same commit id", other)
 		}
-	}	// A reinstalled machine's first commit holds the same seqs as its earlier life's.
+	} // A reinstalled machine's first commit holds the same seqs as its earlier life's.
 	if CommitID("g", "0123abcd", u) == CommitID("g", "", u) || CommitID("g", "0123abcd", u) == CommitID("g", "4567ef01", u) {
 		t.Error("the incarnation does not change the commit id")
 	}

@@ -2,6 +2,7 @@ package lake
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -50,20 +51,23 @@ func (l *Lake) prepare(ctx context.Context, dataset string, batches []Batch) (*t
 			}
 		}
 		adds, err := newColumns(tbl.Schema(), batches)
-		if err != nil || len(adds) == 0 {
-			return tbl, err
+		if err != nil {
+			return nil, err
+		}
+		if len(adds) == 0 {
+			return l.completeNameMapping(ctx, dataset, tbl)
 		}
 		tx := tbl.NewTransaction()
 		us := tx.UpdateSchema(true, false)
 		for _, f := range adds {
-			us.AddColumn([]string{f.Name}, f.Type, "", false, nil)
+			us.AddColumn([]string{f.Name}, f.Type, f.Doc, false, nil)
 		}
 		if err := us.Commit(); err != nil {
 			return nil, fmt.Errorf("grow schema of %s.%s: %w", l.ns[0], dataset, err)
 		}
 		next, err := tx.Commit(ctx)
 		if err == nil {
-			return next, nil
+			return l.completeNameMapping(ctx, dataset, next)
 		}
 		if !conflict(err) || attempt >= commitAttempts {
 			return nil, fmt.Errorf("grow schema of %s.%s: %w", l.ns[0], dataset, err)
@@ -74,11 +78,62 @@ func (l *Lake) prepare(ctx context.Context, dataset string, batches []Batch) (*t
 	}
 }
 
+// completeNameMapping makes the table's schema.name-mapping.default list every column.
+// iceberg-go writes the mapping once, at the first commit of files, and never grows it with
+// the schema, so a reader that maps files by name (files without field ids: a migrated
+// table's) would miss every column added since. A table no commit has written yet has no
+// mapping, which iceberg-go then writes whole.
+func (l *Lake) completeNameMapping(ctx context.Context, dataset string, tbl *table.Table) (*table.Table, error) {
+	for attempt := 1; ; attempt++ {
+		nm := tbl.NameMapping()
+		if nm == nil || mapsEvery(nm, tbl.Schema()) {
+			return tbl, nil
+		}
+		b, err := json.Marshal(tbl.Schema().NameMapping())
+		if err != nil {
+			return nil, err
+		}
+		tx := tbl.NewTransaction()
+		if err := tx.SetProperties(iceberg.Properties{table.DefaultNameMappingKey: string(b)}); err != nil {
+			return nil, err
+		}
+		next, err := tx.Commit(ctx)
+		if err == nil {
+			return next, nil
+		}
+		if !conflict(err) || attempt >= commitAttempts {
+			return nil, fmt.Errorf("complete the name mapping of %s.%s: %w", l.ns[0], dataset, err)
+		}
+		if err := backoff(ctx, attempt); err != nil {
+			return nil, err
+		}
+		if tbl, err = l.load(ctx, dataset); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// mapsEvery reports whether nm names every top-level column of sc (hyp's tables have no
+// nested ones).
+func mapsEvery(nm iceberg.NameMapping, sc *iceberg.Schema) bool {
+	ids := make(map[int]bool, len(nm))
+	for _, f := range nm {
+		if f.FieldID != nil {
+			ids[*f.FieldID] = true
+		}
+	}
+	for _, f := range sc.Fields() {
+		if !ids[f.ID] {
+			return false
+		}
+	}
+	return true
+}
+
 // newColumns are the columns the batches bring that the table does not have yet.
 func newColumns(sc *iceberg.Schema, batches []Batch) ([]iceberg.NestedField, error) {
 	var adds []iceberg.NestedField
-	pending := map[string]iceberg.Type{}
-	taken := parquetNames(sc)
+	cols := newColumnNames(sc)
 	for _, b := range batches {
 		for _, r := range b.Records {
 			for _, f := range r.Schema().Fields() {
@@ -89,14 +144,12 @@ func newColumns(sc *iceberg.Schema, batches []Batch) ([]iceberg.NestedField, err
 				if err != nil {
 					return nil, fmt.Errorf("column %q: %w", f.Name, err)
 				}
-				name, _, known, err := resolve(sc, taken, pending, f.Name, t)
+				col, _, known, err := cols.resolve(f.Name, t)
 				if err != nil {
 					return nil, fmt.Errorf("column %q: %w", f.Name, err)
 				}
 				if !known {
-					pending[name] = t
-					taken[parquetName(name)] = name
-					adds = append(adds, iceberg.NestedField{Name: name, Type: t})
+					adds = append(adds, cols.add(col, t))
 				}
 			}
 		}
@@ -135,32 +188,114 @@ func (l *Lake) create(ctx context.Context, dataset string) (*table.Table, error)
 	return tbl, nil
 }
 
+// columnNames answers which table column a cache column goes to. Its state is the table's
+// schema plus the columns a prepare is about to add (pending), so a batch that brings two
+// new columns resolves the second against the first.
+type columnNames struct {
+	sc      *iceberg.Schema
+	taken   map[string]string       // Parquet names in use -> their columns
+	pending map[string]iceberg.Type // columns about to be added -> their types
+	// twins maps a cache name to the column it was given as a case twin (see column),
+	// from the table's docs and the pending columns.
+	twins map[string]string
+	// twinOf maps a case-twin column resolve proposed to the cache name it is for, until add.
+	twinOf map[string]string
+	// folded holds the lower case of every column name.
+	folded map[string]bool
+}
+
+// twinDoc marks, in a column's doc, the cache name a case-twin column holds, so every
+// writer (and a later run) maps that name to it.
+const twinDoc = "hyp: values of the field "
+
+func newColumnNames(sc *iceberg.Schema) *columnNames {
+	c := &columnNames{sc: sc, taken: parquetNames(sc), pending: map[string]iceberg.Type{}, twins: map[string]string{}, twinOf: map[string]string{}, folded: map[string]bool{}}
+	for _, f := range sc.Fields() {
+		if from, ok := strings.CutPrefix(f.Doc, twinDoc); ok {
+			c.twins[from] = f.Name
+		}
+		c.folded[strings.ToLower(f.Name)] = true
+	}
+	return c
+}
+
+// column is the table column that holds the cache column name, and whether it exists yet.
+// Names that differ only in letter case are one column to Spark (case-insensitive by
+// default) and Trino (which lower-cases names), which then refuse the table, so only the
+// first such name to reach the table keeps its name; each later one gets `<name>__2`,
+// `<name>__3`, … (the first that folds to no column), marked in its doc (twinDoc). A
+// column's name is never changed once added, so the numbering follows the table's history,
+// not byte order as the cache's query names do.
+func (c *columnNames) column(name string) (col string, exists bool) {
+	if col, ok := c.twins[name]; ok {
+		return col, true
+	}
+	if f, ok := c.sc.FindFieldByName(name); ok && !strings.HasPrefix(f.Doc, twinDoc) {
+		return name, true
+	}
+	if _, ok := c.pending[name]; ok {
+		return name, true
+	}
+	if !c.folded[strings.ToLower(name)] {
+		return name, false
+	}
+	for k := 2; ; k++ {
+		col = name + "__" + strconv.Itoa(k)
+		if !c.folded[strings.ToLower(col)] {
+			return col, false
+		}
+	}
+}
+
+// typeOf is the type of an existing or pending column.
+func (c *columnNames) typeOf(col string) iceberg.Type {
+	if f, ok := c.sc.FindFieldByName(col); ok {
+		return f.Type
+	}
+	return c.pending[col]
+}
+
+// add records the column col of type t as pending and returns it to be added, with the
+// cache name it holds in its doc when it is a case twin.
+func (c *columnNames) add(col string, t iceberg.Type) iceberg.NestedField {
+	c.pending[col] = t
+	c.taken[parquetName(col)] = col
+	c.folded[strings.ToLower(col)] = true
+	f := iceberg.NestedField{Name: col, Type: t}
+	if from, ok := c.twinOf[col]; ok {
+		f.Doc = twinDoc + from
+		c.twins[from] = col
+	}
+	return f
+}
+
 // resolve finds the table column a cache column of type t goes to, by the cache's own rule
 // for values of conflicting types (see the README): a column keeps its first type, a double
-// column takes longs, and any other conflict goes to the sibling `<name>__<type>`. known is
-// false for a column the table does not have yet (it is to be added as name of type t).
+// column takes longs, and any other conflict goes to the sibling `<name>__<type>`, each
+// name through column's case rule. known is false for a column the table does not have yet
+// (it is to be added, with add, as col of type t).
 //
 // A new name that iceberg-go could not write to Parquet beside the existing columns (it
 // rewrites names that are not Avro names, so `a.b` and a literal `a_x2Eb` would both be
 // `a_x2Eb`, and the empty name has no Parquet name at all) is a conflict too: otherwise one
-// row with such a field would fail every commit of its dataset. taken maps the Parquet
-// names in use to their columns.
-func resolve(sc *iceberg.Schema, taken map[string]string, pending map[string]iceberg.Type, name string, t iceberg.Type) (target string, cast, known bool, err error) {
+// row with such a field would fail every commit of its dataset.
+func (c *columnNames) resolve(name string, t iceberg.Type) (col string, cast, known bool, err error) {
 	for range 3 {
-		var have iceberg.Type
-		if f, ok := sc.FindFieldByName(name); ok {
-			have = f.Type
-		} else if p, ok := pending[name]; ok {
-			have = p
-		} else if pq := parquetName(name); pq != "" && taken[pq] == "" {
-			return name, false, false, nil
-		}
-		switch {
-		case have == nil:
-		case have.Equals(t):
-			return name, false, true, nil
-		case have.Equals(iceberg.PrimitiveTypes.Float64) && t.Equals(iceberg.PrimitiveTypes.Int64):
-			return name, true, true, nil
+		col, exists := c.column(name)
+		if !exists {
+			if pq := parquetName(col); pq != "" && c.taken[pq] == "" {
+				if col != name {
+					c.twinOf[col] = name
+				}
+				return col, false, false, nil
+			}
+		} else {
+			switch have := c.typeOf(col); {
+			case have.Equals(t):
+				return col, false, true, nil
+			case have.Equals(iceberg.PrimitiveTypes.Float64) && t.Equals(iceberg.PrimitiveTypes.Int64):
+				return col, true, true, nil
+			}
 		}
 		name = name + "__" + typeName(t)
 	}
@@ -255,7 +390,7 @@ func (l *Lake) write(ctx context.Context, tbl *table.Table, c Commit) ([]iceberg
 // attached), adding _hyp_source and _hyp_gateway.
 func (l *Lake) project(sc *iceberg.Schema, b Batch) ([]arrow.RecordBatch, error) {
 	var out []arrow.RecordBatch
-	taken := parquetNames(sc)
+	names := newColumnNames(sc)
 	fail := func(err error) ([]arrow.RecordBatch, error) {
 		for _, r := range out {
 			r.Release()
@@ -294,7 +429,7 @@ func (l *Lake) project(sc *iceberg.Schema, b Batch) ([]arrow.RecordBatch, error)
 					release()
 					return fail(err)
 				}
-				target, cast, known, err := resolve(sc, taken, nil, name, t)
+				target, cast, known, err := names.resolve(name, t)
 				if err == nil && !known {
 					err = fmt.Errorf("table has no column for %q", name)
 				}
