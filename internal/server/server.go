@@ -58,6 +58,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/failpoint"
 	"github.com/hyp-project/hyp/internal/httpbody"
 	"github.com/hyp-project/hyp/internal/ledger"
 	"github.com/hyp-project/hyp/internal/partition"
@@ -115,7 +116,7 @@ func NewHandler(store Store, led *ledger.Ledger, o Options) (http.Handler, error
 	if store == nil || led == nil {
 		return nil, errors.New("server: nil store or ledger")
 	}
-	return newHandler(&localKeeper{store: store, led: led}, cacheRows, o)
+	return newHandler(&localKeeper{store: store, led: led, afterAppend: failpoint.At(failAfterAppend)}, cacheRows, o)
 }
 
 func newHandler(k keeper, form rowForm, o Options) (http.Handler, error) {
@@ -265,11 +266,19 @@ func (h *handler) commit(ctx context.Context, w http.ResponseWriter, dataset str
 	return httpbody.WriteJSON(w, http.StatusOK, b)
 }
 
+// failAfterAppend is the failpoint (package failpoint) between a chunk's rows becoming
+// durable in the cache and its ledger Record: the instant whose crash only Recover's scan
+// of the origin seqs keeps from turning the sender's retry into duplicates.
+const failAfterAppend = "server-after-append"
+
 // localKeeper is the single-node server's: its own cache and bbolt ledger.
 type localKeeper struct {
 	store Store
 	led   *ledger.Ledger
 	locks keyLocks
+	// afterAppend, when set, runs once a chunk's rows are stored and before the ledger
+	// records them (failAfterAppend).
+	afterAppend func()
 }
 
 // keep stores the rows of ch the ledger does not hold and records ch's range, under the
@@ -306,6 +315,9 @@ func (k *localKeeper) keep(ctx context.Context, dataset string, fw forward, ch *
 			return kept{}, fmt.Errorf("storing %d rows: %w", accepted, err)
 		}
 		checkpoint = res.LastSeq
+		if k.afterAppend != nil {
+			k.afterAppend()
+		}
 	}
 	// parseRows made the declared range exactly the span of the rows.
 	span := ledger.Interval{Start: ch.seqs[0], End: ch.seqs[len(ch.seqs)-1]}
