@@ -48,8 +48,9 @@ func InternalKey(key []byte) bool {
 	return len(key) >= len(InternalPrefix) && string(key[:len(InternalPrefix)]) == InternalPrefix && string(key) != OverflowColumn
 }
 
-// MaxColumns bounds a dataset's columns (user columns, conflict siblings and OverflowColumn),
-// so one client sending a new field per row cannot make every batch and file ever wider.
+// MaxColumns bounds a dataset's columns (user columns, conflict siblings and OverflowColumn;
+// internal columns are outside it, see dataset.resolve), so one client sending a new field
+// per row cannot make every batch and file ever wider.
 const MaxColumns = 2000
 
 // physicalName is the stored name of a logical column name.

@@ -7,6 +7,7 @@ import (
 	"github.com/hyp-project/hyp/internal/jsonrow"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -221,6 +222,89 @@ func TestColumnCapOverflows(t *testing.T) {
 		if fmt.Sprint(ovf[key]) != fmt.Sprint(i) {
 			t.Fatalf("row %d: overflow %v lacks %s", i, ovf, key)
 		}
+	}
+}
+
+// TestInternalColumnsOutsideCap holds the column cap to user fields: a server's
+// `_hyp_origin_seq` gets its own column when the dataset's first row alone fills the cap,
+// and also when it first comes after a reopen, which learns the columns from the tables.
+// A user field beyond the cap still goes to the overflow in both cases.
+func TestInternalColumnsOutsideCap(t *testing.T) {
+	const origin = InternalPrefix + "origin_seq"
+	wide := func(seq int, internal bool) string {
+		var b strings.Builder
+		fmt.Fprintf(&b, `{"id":%d`, seq)
+		for i := range MaxColumns + 500 {
+			fmt.Fprintf(&b, `,"f%04d":%d`, i, i)
+		}
+		if internal {
+			fmt.Fprintf(&b, `,%q:%d`, origin, seq)
+		}
+		return b.String() + "}"
+	}
+	narrow := func(seq int) string { return fmt.Sprintf(`{"id":%d,"late":%d,%q:%d}`, seq, seq, origin, seq) }
+	for _, tc := range []struct {
+		name   string
+		first  string // the dataset's first row, ingested before a reopen
+		reopen bool
+	}{
+		{"in the first row", wide(1, true), false},
+		{"first after a reopen", wide(1, false), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			const part = "gateway=g/source=s"
+			c := openTest(t, dir)
+			ingest := func(lines ...string) {
+				t.Helper()
+				body, n := framedOf(t, lines...)
+				if _, err := c.IngestPartitionRows("logs", part, body, n); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ingest(tc.first)
+			if tc.reopen {
+				if err := c.Close(ctx); err != nil {
+					t.Fatal(err)
+				}
+				c = openTest(t, dir)
+			}
+			defer c.Close(ctx)
+			ingest(narrow(2), narrow(3))
+			if err := c.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			cols, _ := c.Columns("logs")
+			user := 0
+			for _, col := range cols {
+				if !Internal(col.Name) {
+					user++
+				}
+			}
+			if user != MaxColumns || !slices.Contains(cols, Column{Name: origin, Type: TypeLong}) {
+				t.Errorf("%d user columns (want %d); %s among the %d columns: %v", user, MaxColumns, origin, len(cols), slices.Contains(cols, Column{Name: origin, Type: TypeLong}))
+			}
+			rows := scanJSON(t, c, "logs", part)
+			if len(rows) != 3 {
+				t.Fatalf("%d rows, want 3", len(rows))
+			}
+			for i, r := range rows {
+				seq := i + 1
+				if seq == 1 && tc.reopen {
+					continue // stored before the column existed, without an origin seq
+				}
+				if fmt.Sprint(r[origin]) != fmt.Sprint(seq) {
+					t.Errorf("row %d: %s = %v, want %d in its column", seq, origin, r[origin], seq)
+				}
+				if ovf, _ := r[OverflowColumn].(string); strings.Contains(ovf, origin) {
+					t.Errorf("row %d: %s holds %s: %.200s", seq, OverflowColumn, origin, ovf)
+				}
+				if seq > 1 && !strings.Contains(fmt.Sprint(r[OverflowColumn]), fmt.Sprintf(`"late":%d`, seq)) {
+					t.Errorf("row %d: %s = %.200v, want the field beyond the cap in it", seq, OverflowColumn, r[OverflowColumn])
+				}
+			}
+		})
 	}
 }
 
