@@ -148,7 +148,7 @@ type dataset struct {
 	order []Column
 	// capped is how many of order count toward MaxColumns: all but the internal columns.
 	capped int
-	parts map[string]*Partition // by partition name; guarded by tableSet.mu
+	parts  map[string]*Partition // by partition name; guarded by tableSet.mu
 }
 
 // Partition is one (dataset, partition name) table. mu serialises everything that changes
