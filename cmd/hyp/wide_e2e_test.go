@@ -161,3 +161,108 @@ func TestServerKillNineWideFirstRow(t *testing.T) {
 		t.Fatalf("origin seqs on the server: %s (%v), want %d distinct from 1 to %d", r.stdout, err, chunks*rows, chunks*rows)
 	}
 }
+
+// TestForwardedInternalFields holds `hyp server` to SPEC 5's forwarded internal fields
+// from outside: a daemon's rows that its own cache overflowed reach a server whose dataset
+// is full of another gateway's columns, and every field of every row is in the server's
+// `_hyp_overflow`, the sender's own merged with the server's; an own overflow that is no
+// object, and a row without exactly one ingest time, are refused. The daemon's ingest API
+// refuses hyp's names in any case (SPEC 4).
+func TestForwardedInternalFields(t *testing.T) {
+	t.Parallel()
+	srvHome, srvAddr, tokens := newServerHome(t)
+	srv := startHypServer(t, srvHome, srvAddr, tokens)
+	const token = "s3cr3t-gateway-token"
+	const at = `"_hyp_ingested_at":"2026-01-02T03:04:05Z"`
+
+	// Another gateway's first row fills the server dataset's columns.
+	var filler strings.Builder
+	filler.WriteString(`{"_hyp_ingest_seq":1,` + at)
+	for i := range firstRowFields {
+		fmt.Fprintf(&filler, `,"g%04d":%d`, i, i)
+	}
+	filler.WriteString("}\n")
+	if code, kind := forge(t, srvAddr, token, "filler", "1-1", filler.String()); code != http.StatusOK {
+		t.Fatalf("filler chunk: %d %s", code, kind)
+	}
+
+	home, addr := newHome(t)
+	writeDaemonYAML(t, home, addr, "", forwardSinkYAML("central", "http://"+srvAddr, tokens))
+	startHypDaemon(t, home, addr)
+	post := func(body string) (int, string) {
+		t.Helper()
+		resp, err := http.Post("http://"+addr+"/v1/ingest/logs?source=web", "application/x-ndjson", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m struct{ Error string }
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		return resp.StatusCode, m.Error
+	}
+	for _, row := range []string{`{"_hyp_overflow":{"a":1}}`, `{"_HYP_OVERFLOW":{"a":1}}`, `{"_hyp_overflow":"{}"}`, `{"_Hyp_Source":"x"}`, `{"ok":1,"_HYP_INGEST_SEQ":1}`} {
+		if code, kind := post(`{"ok":1}` + "\n" + row + "\n"); code != http.StatusBadRequest || kind != "bad_field" {
+			t.Errorf("daemon ingest of %s: %d %q, want 400 bad_field", row, code, kind)
+		}
+	}
+	// The daemon's cache overflows f1998 and f1999 of the first row and "late" of the others.
+	var b strings.Builder
+	b.WriteString(`{"id":1`)
+	for i := range firstRowFields {
+		fmt.Fprintf(&b, `,"f%04d":%d`, i, i)
+	}
+	b.WriteString("}\n")
+	for id := 2; id <= 4; id++ {
+		fmt.Fprintf(&b, `{"id":%d,"late":"l%d"}`+"\n", id, id)
+	}
+	if code, kind := post(b.String()); code != http.StatusOK {
+		t.Fatalf("daemon ingest: %d %s", code, kind)
+	}
+	requireRun(t, home, "central", 4)
+
+	// Refused, whoever sends them.
+	for _, tc := range []struct{ name, row, kind string }{
+		{"own overflow a number", `{"_hyp_ingest_seq":1,` + at + `,"_hyp_overflow":5}`, "bad_field"},
+		{"own overflow an array", `{"_hyp_ingest_seq":1,` + at + `,"_hyp_overflow":[{"a":1}]}`, "bad_field"},
+		{"own overflow plain text", `{"_hyp_ingest_seq":1,` + at + `,"_hyp_overflow":"abc"}`, "bad_field"},
+		{"own overflow two objects in a string", `{"_hyp_ingest_seq":1,` + at + `,"_hyp_overflow":"{\"a\":1}{\"b\":2}"}`, "bad_field"},
+		{"own overflow in upper case", `{"_hyp_ingest_seq":1,` + at + `,"_HYP_OVERFLOW":{"a":1}}`, "bad_field"},
+		{"no ingest time", `{"_hyp_ingest_seq":1,"a":1}`, "bad_ingested_at"},
+		{"two ingest times", `{"_hyp_ingest_seq":1,` + at + `,` + at + `}`, "bad_ingested_at"},
+	} {
+		if code, kind := forge(t, srvAddr, token, "prober", "1-1", tc.row+"\n"); code != http.StatusBadRequest || kind != tc.kind {
+			t.Errorf("%s: %d %q, want 400 %s", tc.name, code, kind, tc.kind)
+		}
+	}
+	srv.stop(t)
+
+	r := runHyp(t, srvHome, time.Minute, "query", "sql", "select _hyp_overflow as o from logs where _hyp_overflow like '%\"id\"%'", "--format", "json")
+	if r.code != 0 {
+		t.Fatalf("query server: %s", r)
+	}
+	var res []struct{ O string }
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+		t.Fatalf("query output: %v\n%.500s", err, r.stdout)
+	}
+	got := map[int]map[string]json.RawMessage{}
+	for _, row := range res {
+		var ovf map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(row.O), &ovf); err != nil {
+			t.Fatalf("_hyp_overflow %.300s: %v", row.O, err)
+		}
+		var id int
+		_ = json.Unmarshal(ovf["id"], &id)
+		got[id] = ovf
+	}
+	if len(got) != 4 || len(res) != 4 {
+		t.Fatalf("%d rows of the daemon on the server (%d distinct ids), want 4", len(res), len(got))
+	}
+	if n := len(got[1]); n != 1+firstRowFields || string(got[1]["f0000"]) != "0" || string(got[1]["f1999"]) != "1999" {
+		t.Errorf("the wide row's overflow has %d fields (f0000 %s, f1999 %s), want all %d", n, got[1]["f0000"], got[1]["f1999"], 1+firstRowFields)
+	}
+	for id := 2; id <= 4; id++ {
+		if ovf := got[id]; len(ovf) != 2 || string(ovf["late"]) != fmt.Sprintf(`"l%d"`, id) {
+			t.Errorf("row %d: overflow %v, want id and late", id, ovf)
+		}
+	}
+}
