@@ -29,7 +29,8 @@
 // The cache append and the ledger update are two durable writes. A crash between them would
 // leave rows stored but not remembered, and the sender's retry would store them again. Every
 // stored row therefore carries its sender seq in the `_hyp_origin_seq` column (and its
-// sender's incarnation, when not "", in `_hyp_origin_incarnation`), and the ledger keeps, per
+// sender's incarnation, when not "", in `_hyp_origin_incarnation`; both internal columns,
+// outside the cache's column cap, so never in `_hyp_overflow`), and the ledger keeps, per
 // server cache partition, a checkpoint: the highest server seq it reflects. Recover, run at startup,
 // reads only the rows above each checkpoint and records their origin seqs. The handler
 // applies the same repair to one key, before serving it again, after a store or ledger
