@@ -28,6 +28,8 @@ func wideChunk(token string, k, rows int) (http.Header, []byte) {
 	h.Set("Authorization", "Bearer "+token)
 	h.Set("Content-Type", "application/x-ndjson")
 	h.Set("X-Hyp-Gateway", "wide-gw")
+	// With an incarnation the server keeps a second internal column, _hyp_origin_incarnation.
+	h.Set("X-Hyp-Incarnation", "0123456789abcdef")
 	h.Set("X-Hyp-Partition", "source=wide")
 	h.Set("X-Hyp-Batch-Id", fmt.Sprintf("wide-%d-%d", first, last))
 	h.Set("X-Hyp-Seq-Range", fmt.Sprintf("%d-%d", first, last))
@@ -150,15 +152,16 @@ func TestServerKillNineWideFirstRow(t *testing.T) {
 		t.Fatalf("%d duplicates and %d lost of %d rows (%d distinct ids stored): %s", dups, lost, chunks*rows, len(stored), strings.Join(bad, "; "))
 	}
 
-	// The origin seq has a column of its own, whatever the cap: the one Recover reads.
-	r := runHyp(t, home, time.Minute, "query", "sql", "select count(distinct _hyp_origin_seq) as n, min(_hyp_origin_seq) as lo, max(_hyp_origin_seq) as hi from logs", "--internal", "--format", "json")
+	// The origin seq and incarnation have columns of their own, whatever the cap: the ones
+	// Recover reads.
+	r := runHyp(t, home, time.Minute, "query", "sql", "select count(distinct _hyp_origin_seq) as n, min(_hyp_origin_seq) as lo, max(_hyp_origin_seq) as hi, count(distinct _hyp_origin_incarnation) as incs from logs", "--internal", "--format", "json")
 	if r.code != 0 {
 		t.Fatalf("querying the server's origin seqs: %s", r)
 	}
-	var got []struct{ N, Lo, Hi float64 }
+	var got []struct{ N, Lo, Hi, Incs float64 }
 	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || len(got) != 1 ||
-		got[0].N != float64(chunks*rows) || got[0].Lo != 1 || got[0].Hi != float64(chunks*rows) {
-		t.Fatalf("origin seqs on the server: %s (%v), want %d distinct from 1 to %d", r.stdout, err, chunks*rows, chunks*rows)
+		got[0].N != float64(chunks*rows) || got[0].Lo != 1 || got[0].Hi != float64(chunks*rows) || got[0].Incs != 1 {
+		t.Fatalf("origin seqs on the server: %s (%v), want %d distinct from 1 to %d, of one incarnation", r.stdout, err, chunks*rows, chunks*rows)
 	}
 }
 
