@@ -220,21 +220,34 @@ func (b *batch) unset(row int) {
 
 // setOverflow stores the row's fields beyond the column cap as one JSON object in
 // OverflowColumn. A row that already carries that column (a forwarded row stored by a
-// central server) keeps its fields: the new ones join its object.
+// central server) keeps its own: when it is an object, or a string holding exactly one
+// (what a sender's NDJSON export makes of its overflow column), the new fields join that
+// object; any other value, which a server refuses (SPEC 5) but an older one logged, is kept
+// whole in the object under OverflowColumn's own name. No value is ever dropped.
 func (b *batch) setOverflow(row int) error {
 	i, _ := b.column(OverflowColumn, jsonrow.String, number{})
 	c := b.cols[i]
 	b.ovfText = append(b.ovfText[:0], '{')
 	b.ovfText = append(b.ovfText, b.ovf[1:]...)
-	if c.setRow == row && c.kind == jsonrow.String {
-		prev, err := jsonrow.AppendString(b.scratch[:0], c.raw)
-		if err != nil {
-			return err
+	if c.setRow == row {
+		own := c.raw
+		if c.kind == jsonrow.String {
+			text, err := jsonrow.AppendString(b.scratch[:0], c.raw)
+			if err != nil {
+				return err
+			}
+			b.scratch, own = text, text
 		}
-		b.scratch = prev
-		if inner := bytes.TrimSpace(prev); len(inner) > 2 && inner[0] == '{' && inner[len(inner)-1] == '}' {
+		if c.kind == jsonrow.Object || c.kind == jsonrow.String && b.scanner.Object(own, nil) == nil {
+			// Validated as one object: what lies between its braces is its members or blank.
+			own = bytes.TrimSpace(own)
+			if members := bytes.TrimSpace(own[1 : len(own)-1]); len(members) > 0 {
+				b.ovfText = append(append(b.ovfText, ','), members...)
+			}
+		} else {
 			b.ovfText = append(b.ovfText, ',')
-			b.ovfText = append(b.ovfText, inner[1:len(inner)-1]...)
+			b.ovfText = append(rowjson.AppendString(b.ovfText, OverflowColumn), ':')
+			b.ovfText = append(b.ovfText, c.raw...)
 		}
 	}
 	b.ovfText = append(b.ovfText, '}')

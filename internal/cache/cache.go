@@ -143,10 +143,12 @@ type tableSet struct {
 
 type dataset struct {
 	name  string
-	mu    sync.Mutex // guards types and order
+	mu    sync.Mutex // guards types, order and capped
 	types map[string]ColType
 	order []Column
-	parts map[string]*Partition // by partition name; guarded by tableSet.mu
+	// capped is how many of order count toward MaxColumns: all but the internal columns.
+	capped int
+	parts  map[string]*Partition // by partition name; guarded by tableSet.mu
 }
 
 // Partition is one (dataset, partition name) table. mu serialises everything that changes
@@ -198,20 +200,26 @@ func (p *Partition) Name() string { return p.name }
 // resolve picks the column a value of type vt under key goes to, adding it to the dataset
 // when new; false when that would take the dataset past MaxColumns (the value then belongs
 // in OverflowColumn, which always fits: it is counted in the cap from the start).
+//
+// Internal columns (Internal: what a server adds, such as `_hyp_origin_seq`) always get
+// their column and are outside the cap: ingest refuses every `_hyp_` field name, so only
+// hyp itself can bring one, a few per dataset, and a server's crash recovery reads the
+// origin seq from its column, never from the overflow object.
 func (d *dataset) resolve(key string, vt ColType) (string, ColType, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	name, t := resolve(d.types, key, vt)
 	if _, ok := d.types[name]; !ok {
-		room := MaxColumns - len(d.order)
-		if _, ok := d.types[OverflowColumn]; !ok {
-			room-- // kept for OverflowColumn
+		if !Internal(name) {
+			room := MaxColumns - d.capped
+			if _, ok := d.types[OverflowColumn]; !ok {
+				room-- // kept for OverflowColumn
+			}
+			if name != OverflowColumn && room <= 0 {
+				return "", 0, false
+			}
 		}
-		if name != OverflowColumn && room <= 0 {
-			return "", 0, false
-		}
-		d.types[name] = t
-		d.order = append(d.order, Column{Name: name, Type: t})
+		d.add(Column{Name: name, Type: t})
 	}
 	return name, t, true
 }
@@ -221,9 +229,17 @@ func (d *dataset) learn(cols []Column) {
 	defer d.mu.Unlock()
 	for _, c := range cols {
 		if _, ok := d.types[c.Name]; !ok {
-			d.types[c.Name] = c.Type
-			d.order = append(d.order, c)
+			d.add(c)
 		}
+	}
+}
+
+// add appends a column new to the dataset; d.mu is held.
+func (d *dataset) add(c Column) {
+	d.types[c.Name] = c.Type
+	d.order = append(d.order, c)
+	if !Internal(c.Name) {
+		d.capped++
 	}
 }
 

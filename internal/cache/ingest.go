@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"bytes"
 	"fmt"
 	"sync"
 
@@ -10,7 +9,7 @@ import (
 )
 
 // InputError is bad client input. Kind is the error kind of the ingest API
-// (bad_json, bad_dataset, bad_source, bad_field, reserved_field); Line is 1-based, 0 if not
+// (bad_json, bad_dataset, bad_source, bad_field); Line is 1-based, 0 if not
 // per line.
 type InputError struct {
 	Kind string
@@ -179,8 +178,8 @@ func (c *Cache) Ingest(dataset, source string, body []byte) (Result, error) {
 			if msg := CheckFieldName(f.Key); msg != "" {
 				return &InputError{Kind: "bad_field", Line: lineNo, Msg: msg}
 			}
-			if bytes.HasPrefix(f.Key, []byte(InternalPrefix)) {
-				return &InputError{Kind: "reserved_field", Line: lineNo, Msg: fmt.Sprintf("field %q uses the reserved prefix %s", f.Key, InternalPrefix)}
+			if msg := CheckReserved(f.Key); msg != "" {
+				return &InputError{Kind: "bad_field", Line: lineNo, Msg: msg}
 			}
 			if source == "" && f.Kind == jsonrow.String && string(f.Key) == "source" {
 				var err error

@@ -23,11 +23,20 @@ func FuzzPrintableASCII(f *testing.F) {
 	})
 }
 
-// TestInternalKey holds the []byte form of the internal-column rule to Internal.
-func TestInternalKey(t *testing.T) {
-	for _, name := range []string{"", "_", "_hyp", "_hyp_", "_hyp_x", SeqColumn, IngestedAtColumn, OverflowColumn, OverflowColumn + "x", "hyp_x", "_HYP_x", "x_hyp_"} {
-		if got, want := InternalKey([]byte(name)), Internal(name); got != want {
-			t.Errorf("InternalKey(%q) = %v, Internal says %v", name, got, want)
+// TestCheckReserved holds the rule for hyp's field names (SPEC 4): the prefix in any letter
+// case, and nothing else.
+func TestCheckReserved(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want bool
+	}{
+		{"", false}, {"_", false}, {"_hyp", false}, {"hyp_x", false}, {"x_hyp_", false}, {"_hyp-x", false},
+		{"_hyp_", true}, {"_hyp_x", true}, {SeqColumn, true}, {IngestedAtColumn, true}, {OverflowColumn, true},
+		{"_HYP_OVERFLOW", true}, {"_Hyp_Source", true}, {"_hYp_", true},
+		{"_ℎyp_", false}, {"_hyp\\u005f", false}, // a letter-like rune is not the letter, nor an escape in the name
+	} {
+		if got := CheckReserved([]byte(tc.name)) != ""; got != tc.want {
+			t.Errorf("CheckReserved(%q) = %q, want reserved: %v", tc.name, CheckReserved([]byte(tc.name)), tc.want)
 		}
 	}
 }

@@ -42,14 +42,20 @@ func Internal(name string) bool {
 	return strings.HasPrefix(name, InternalPrefix) && name != OverflowColumn
 }
 
-// InternalKey is Internal for a field's key as a parser hands it, without a string made
-// of it for every field of every row.
-func InternalKey(key []byte) bool {
-	return len(key) >= len(InternalPrefix) && string(key[:len(InternalPrefix)]) == InternalPrefix && string(key) != OverflowColumn
+// CheckReserved says why a field name a client sent is hyp's, or "" when it is not: it
+// begins with InternalPrefix in any letter case (SPEC 4), so no row can forge an internal
+// column, nor one that differs from it only in case, which readers that ignore case would
+// take for it. OverflowColumn is one of them.
+func CheckReserved(key []byte) string {
+	if len(key) < len(InternalPrefix) || !strings.EqualFold(string(key[:len(InternalPrefix)]), InternalPrefix) {
+		return ""
+	}
+	return fmt.Sprintf("field %q uses the prefix %s (in any letter case), which is reserved for hyp's own columns", key, InternalPrefix)
 }
 
-// MaxColumns bounds a dataset's columns (user columns, conflict siblings and OverflowColumn),
-// so one client sending a new field per row cannot make every batch and file ever wider.
+// MaxColumns bounds a dataset's columns (user columns, conflict siblings and OverflowColumn;
+// internal columns are outside it, see dataset.resolve), so one client sending a new field
+// per row cannot make every batch and file ever wider.
 const MaxColumns = 2000
 
 // physicalName is the stored name of a logical column name.

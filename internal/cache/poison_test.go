@@ -7,6 +7,7 @@ import (
 	"github.com/hyp-project/hyp/internal/jsonrow"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -180,6 +181,34 @@ func TestFieldNamesWithControlCharactersAreRefused(t *testing.T) {
 	}
 }
 
+// TestReservedFieldNamesAreRefused holds the ingest API to SPEC 4: a row carrying a name
+// of hyp's, in any letter case and however it is escaped, is bad_field and the request
+// stores nothing; `_hyp_overflow` is one, whatever its value.
+func TestReservedFieldNamesAreRefused(t *testing.T) {
+	c := openTest(t, t.TempDir())
+	defer c.Close(context.Background())
+	for _, line := range []string{
+		`{"_hyp_overflow":{"a":1}}`, `{"_hyp_overflow":"{\"a\":1}"}`, `{"_hyp_overflow":5}`,
+		`{"_HYP_OVERFLOW":{"a":1}}`, `{"x":1,"_hyp_ingest_seq":1}`, `{"_HYP_INGEST_SEQ":1}`,
+		`{"_Hyp_Source":"s"}`, `{"_hyp_origin_seq":1}`, `{"\u005fhyp_ingested_at":"2026-01-01T00:00:00Z"}`, `{"_hyp_":1}`,
+	} {
+		for _, source := range []string{"web", ""} { // a partition given up front, or found per row
+			_, err := c.Ingest("logs", source, []byte(`{"ok":1}`+"\n"+line+"\n"))
+			ie, ok := err.(*InputError)
+			if !ok || ie.Kind != "bad_field" || ie.Line != 2 || !strings.Contains(ie.Msg, "reserved") {
+				t.Errorf("%s (source %q): %v, want bad_field on line 2 naming the reserved prefix", line, source, err)
+			}
+		}
+	}
+	if st := c.tables.partitions(); len(st) != 0 {
+		t.Errorf("a refused request stored something: %d partitions", len(st))
+	}
+	// Names that merely contain the prefix, or lack its last underscore, are user fields.
+	if _, err := c.Ingest("logs", "web", []byte(`{"x_hyp_":1,"_hyp":2,"hyp_x":3}`+"\n")); err != nil {
+		t.Errorf("user fields refused: %v", err)
+	}
+}
+
 func TestColumnCapOverflows(t *testing.T) {
 	ctx := context.Background()
 	c := openTest(t, t.TempDir())
@@ -220,6 +249,130 @@ func TestColumnCapOverflows(t *testing.T) {
 		}
 		if fmt.Sprint(ovf[key]) != fmt.Sprint(i) {
 			t.Fatalf("row %d: overflow %v lacks %s", i, ovf, key)
+		}
+	}
+}
+
+// TestInternalColumnsOutsideCap holds the column cap to user fields: a server's
+// `_hyp_origin_seq` gets its own column when the dataset's first row alone fills the cap,
+// and also when it first comes after a reopen, which learns the columns from the tables.
+// A user field beyond the cap still goes to the overflow in both cases.
+func TestInternalColumnsOutsideCap(t *testing.T) {
+	const origin = InternalPrefix + "origin_seq"
+	wide := func(seq int, internal bool) string {
+		var b strings.Builder
+		fmt.Fprintf(&b, `{"id":%d`, seq)
+		for i := range MaxColumns + 500 {
+			fmt.Fprintf(&b, `,"f%04d":%d`, i, i)
+		}
+		if internal {
+			fmt.Fprintf(&b, `,%q:%d`, origin, seq)
+		}
+		return b.String() + "}"
+	}
+	narrow := func(seq int) string { return fmt.Sprintf(`{"id":%d,"late":%d,%q:%d}`, seq, seq, origin, seq) }
+	for _, tc := range []struct {
+		name   string
+		first  string // the dataset's first row, ingested before a reopen
+		reopen bool
+	}{
+		{"in the first row", wide(1, true), false},
+		{"first after a reopen", wide(1, false), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			const part = "gateway=g/source=s"
+			c := openTest(t, dir)
+			ingest := func(lines ...string) {
+				t.Helper()
+				body, n := framedOf(t, lines...)
+				if _, err := c.IngestPartitionRows("logs", part, body, n); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ingest(tc.first)
+			if tc.reopen {
+				if err := c.Close(ctx); err != nil {
+					t.Fatal(err)
+				}
+				c = openTest(t, dir)
+			}
+			defer c.Close(ctx)
+			ingest(narrow(2), narrow(3))
+			if err := c.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			cols, _ := c.Columns("logs")
+			user := 0
+			for _, col := range cols {
+				if !Internal(col.Name) {
+					user++
+				}
+			}
+			if user != MaxColumns || !slices.Contains(cols, Column{Name: origin, Type: TypeLong}) {
+				t.Errorf("%d user columns (want %d); %s among the %d columns: %v", user, MaxColumns, origin, len(cols), slices.Contains(cols, Column{Name: origin, Type: TypeLong}))
+			}
+			rows := scanJSON(t, c, "logs", part)
+			if len(rows) != 3 {
+				t.Fatalf("%d rows, want 3", len(rows))
+			}
+			for i, r := range rows {
+				seq := i + 1
+				if seq == 1 && tc.reopen {
+					continue // stored before the column existed, without an origin seq
+				}
+				if fmt.Sprint(r[origin]) != fmt.Sprint(seq) {
+					t.Errorf("row %d: %s = %v, want %d in its column", seq, origin, r[origin], seq)
+				}
+				if ovf, _ := r[OverflowColumn].(string); strings.Contains(ovf, origin) {
+					t.Errorf("row %d: %s holds %s: %.200s", seq, OverflowColumn, origin, ovf)
+				}
+				if seq > 1 && !strings.Contains(fmt.Sprint(r[OverflowColumn]), fmt.Sprintf(`"late":%d`, seq)) {
+					t.Errorf("row %d: %s = %.200v, want the field beyond the cap in it", seq, OverflowColumn, r[OverflowColumn])
+				}
+			}
+		})
+	}
+}
+
+// TestOwnOverflowNeverDropped holds the cache to keeping a row's own OverflowColumn value
+// whatever it is when the row overflows: a server refuses anything but an object (SPEC 5),
+// yet its log may hold rows an older server took.
+func TestOwnOverflowNeverDropped(t *testing.T) {
+	ctx := context.Background()
+	c := openTest(t, t.TempDir())
+	defer c.Close(ctx)
+	var wide strings.Builder
+	wide.WriteString(`{"id":1`)
+	for i := range MaxColumns {
+		fmt.Fprintf(&wide, `,"f%04d":%d`, i, i)
+	}
+	wide.WriteString("}")
+	own := []string{`5`, `"abc"`, `"{\"a\":1} {\"b\":2}"`, `[1,{"a":2}]`, `true`}
+	lines := []string{wide.String()}
+	for i, v := range own {
+		lines = append(lines, fmt.Sprintf(`{"id":%d,"late":%d,%q:%s}`, i+2, i+2, OverflowColumn, v))
+	}
+	body, n := framedOf(t, lines...)
+	if _, err := c.IngestPartitionRows("logs", "gateway=g/source=s", body, n); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rows := scanJSON(t, c, "logs", "gateway=g/source=s")
+	if len(rows) != n {
+		t.Fatalf("%d rows, want %d", len(rows), n)
+	}
+	for i, v := range own {
+		r := rows[i+1]
+		var ovf map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(fmt.Sprint(r[OverflowColumn])), &ovf); err != nil {
+			t.Fatalf("own %s: %s %v: %v", v, OverflowColumn, r[OverflowColumn], err)
+		}
+		if string(ovf["late"]) != fmt.Sprint(i+2) || string(ovf[OverflowColumn]) != v {
+			t.Errorf("own %s: %s = %v, want late and the own value under %s", v, OverflowColumn, r[OverflowColumn], OverflowColumn)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/hyp-project/hyp/internal/cache"
 	"github.com/hyp-project/hyp/internal/cluster"
@@ -32,14 +31,9 @@ type clusterKeeper struct{ c Cluster }
 // keep hands the cluster each row's user fields as a JSON object of its own (parseRows
 // wrote them so); the cluster holds the per-key lock and the ledger.
 func (k clusterKeeper) keep(ctx context.Context, dataset string, fw forward, ch *chunk) (kept, error) {
+	// parseRows refused any row without its ingest time: the replica never stamps its own.
 	cc := cluster.Chunk{Gateway: fw.gateway, Incarnation: fw.incarnation, Dataset: dataset, Source: fw.source,
-		Rows: ch.all(), Seqs: ch.seqs, IngestedAt: make([]int64, len(ch.seqs))}
-	now := time.Now().UnixMicro()
-	for i, at := range ch.ats {
-		if cc.IngestedAt[i] = at; at == 0 {
-			cc.IngestedAt[i] = now // a sender that gave no ingest time: the replica's
-		}
-	}
+		Rows: ch.all(), Seqs: ch.seqs, IngestedAt: ch.ats}
 	st, err := k.c.Store(ctx, cc)
 	var ie *cache.InputError
 	if errors.As(err, &ie) {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,7 +80,8 @@ func fields(t *testing.T, line []byte) []field {
 // holding exactly the sender's fields, minus the two it stamps (cluster mode's form), and as
 // rows that read back (cache.RowJSON) as those fields plus the origin seq (the cache's form),
 // with positive increasing seqs that run exactly from first to last (the span the ledger
-// records) and an RFC 3339 ingest time wherever one was sent.
+// records), exactly one RFC 3339 ingest time on every row, at most one `_hyp_overflow`,
+// which holds one JSON object, and no other field with hyp's prefix in any case.
 func FuzzParseRows(f *testing.F) {
 	f.Add(rows(1, 2, 3), int64(1), int64(3))
 	f.Add([]byte(`{ "a" : "x,y" , "_hyp_ingest_seq" : 7 , "b":{"c":[1,{"d":2}]}}`+"\r\n\n"), int64(0), int64(9))
@@ -95,6 +97,11 @@ func FuzzParseRows(f *testing.F) {
 	f.Add([]byte("\n\n"), int64(1), int64(1))
 	f.Add(append(rows(1, 2, 3, 4), rows(3, 5, 6)...), int64(1), int64(6))
 	f.Add(append([]byte("\n\n\n\n\n\n\n\n\n\n"), rows(2, 3)...), int64(1), int64(3))
+	f.Add([]byte(overflowRow(1, `{"a":[1]}`)+overflowRow(2, `"{\"b\":2}"`)), int64(1), int64(2))
+	f.Add([]byte(overflowRow(1, `" { } "`)+overflowRow(2, `"{} {}"`)), int64(1), int64(2))
+	f.Add([]byte(overflowRow(1, `5`)), int64(1), int64(1))
+	f.Add([]byte(`{"_hyp_ingest_seq":1,"_HYP_Ingested_At":"2026-01-02T03:04:05Z"}`), int64(1), int64(1))
+	f.Add([]byte(`{"_hyp_ingest_seq":1,"_hyp_ingested_at":"2026-01-02T03:04:05Z","_hyp_ingested_at":"2026-01-02T03:04:05Z"}`), int64(1), int64(1))
 	f.Fuzz(func(t *testing.T, body []byte, first, last int64) {
 		if first < 0 || last < first {
 			return // parseForward never lets such a range through
@@ -129,9 +136,24 @@ func FuzzParseRows(f *testing.F) {
 				t.Fatalf("row %d has seq %d (range %d-%d, previous %v)", i, s, first, last, c.seqs[:i])
 			}
 			var want []field
+			var ats, ovfs int
 			for _, f := range fields(t, in[i]) {
 				switch f.key {
+				case cache.OverflowColumn:
+					// An object, or a string holding exactly one.
+					var obj map[string]json.RawMessage
+					text := []byte(f.raw)
+					var s string
+					if json.Unmarshal(text, &s) == nil {
+						text = []byte(s)
+					}
+					if err := json.Unmarshal(text, &obj); err != nil || obj == nil {
+						t.Fatalf("row %d: accepted %s %s: %v", i, cache.OverflowColumn, f.raw, err)
+					}
+					ovfs++
+					want = append(want, f)
 				case cache.IngestedAtColumn:
+					ats++
 					var at string
 					if err := json.Unmarshal([]byte(f.raw), &at); err != nil {
 						t.Fatalf("row %d: ingest time %s is not a string: %v", i, f.raw, err)
@@ -141,8 +163,14 @@ func FuzzParseRows(f *testing.F) {
 					}
 				case cache.SeqColumn:
 				default:
+					if len(f.key) >= 5 && strings.EqualFold(f.key[:5], cache.InternalPrefix) {
+						t.Fatalf("row %d: accepted the reserved field %q", i, f.key)
+					}
 					want = append(want, f)
 				}
+			}
+			if ats != 1 || ovfs > 1 {
+				t.Fatalf("row %d: accepted with %d ingest times and %d overflows: %q", i, ats, ovfs, in[i])
 			}
 			// Cluster mode: the user fields, as a JSON object on one line.
 			user := cj.row(i)

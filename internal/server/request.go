@@ -156,7 +156,7 @@ type chunk struct {
 	seqs []int64 // each row's sender seq, strictly ascending
 	rows []byte  // the rows one after another, in the form parseRows was asked for
 	ends []int   // ends[i] is the end of row i in rows
-	// ats[i] is row i's `_hyp_ingested_at` in Unix microseconds, 0 when it had none.
+	// ats[i] is row i's `_hyp_ingested_at` in Unix microseconds.
 	ats    []int64
 	framed bool     // each row in rows begins with cache.BeginRow's frame (cacheRows)
 	kept   [][]byte // all's result
@@ -232,10 +232,12 @@ func (c *chunk) all() [][]byte {
 // parseRows validates a chunk's NDJSON body against its declared range and rewrites each row
 // in form: the sender's `_hyp_ingest_seq` and `_hyp_ingested_at` go (the server's store
 // stamps its own), every other field is kept with its value byte for byte, and in the cache's
-// form `_hyp_origin_seq` is appended. Each line must be a JSON object with a positive integer
-// `_hyp_ingest_seq`, strictly increasing from line to line, and an RFC 3339
-// `_hyp_ingested_at` when it has one; any other `_hyp_` field is refused, so a row can never
-// forge the origin seq the ledger trusts.
+// form `_hyp_origin_seq` is appended. Each line must be a JSON object with one positive
+// integer `_hyp_ingest_seq`, strictly increasing from line to line, and one RFC 3339
+// `_hyp_ingested_at` (bad_ingested_at otherwise: the server never makes up when a row was
+// ingested); a `_hyp_overflow` must be what a sender's cache overflowed (overflowCheck), and
+// any other `_hyp_` field, in any letter case, is bad_field, so a row can never forge the
+// origin seq the ledger trusts.
 //
 // The declared range must be exactly [first row's seq, last row's seq] (`bad_seq_range`
 // otherwise): the ledger records the range, so a range wider than the rows that prove it
@@ -329,12 +331,15 @@ func (p *piece) parse(first, last int64, form rowForm, incarnation string, lead 
 	c.seqs, c.ends, c.ats = slices.Grow(c.seqs[:0], n), slices.Grow(c.ends[:0], n), slices.Grow(c.ats[:0], n)
 	var sc jsonrow.Scanner
 	var scratch []byte // a decoded `_hyp_ingested_at`
+	var ovf overflowCheck
 	prev := int64(0)
 	err := jsonrow.Lines(body, func(lineNo int, line []byte) error {
 		var (
 			seq    int64
 			at     int64
 			hasSeq bool
+			hasAt  bool
+			hasOvf bool
 			kept   int
 			// cursor is where the next field's text starts, for userJSON: just past the
 			// '{' or the comma that ends the previous field.
@@ -367,27 +372,42 @@ func (p *piece) parse(first, last int64, form rowForm, incarnation string, lead 
 					return rowError("bad_seq", "%s must be an integer, got %.40s", cache.SeqColumn, f.Raw)
 				}
 				seq, hasSeq = v, true
+				return nil
 			case string(f.Key) == cache.IngestedAtColumn:
-				if f.Kind != jsonrow.String {
+				var ok bool
+				switch {
+				case hasAt:
+					return rowError("bad_ingested_at", "%s appears twice", cache.IngestedAtColumn)
+				case f.Kind != jsonrow.String:
 					return rowError("bad_ingested_at", "%s must be an RFC 3339 time string, got a %s", cache.IngestedAtColumn, f.Kind)
 				}
-				var ok bool
 				if at, scratch, ok = parseIngestedAt(f.Raw, scratch); !ok {
 					return rowError("bad_ingested_at", "%s %.60s is not an RFC 3339 time", cache.IngestedAtColumn, f.Raw)
 				}
+				hasAt = true
+				return nil
 			case cache.CheckFieldName(f.Key) != "":
 				return rowError("bad_field", "%s", cache.CheckFieldName(f.Key))
-			case cache.InternalKey(f.Key):
-				return rowError("reserved_field", "field %q uses the reserved prefix %s", f.Key, cache.InternalPrefix)
-			case form == cacheRows:
-				c.rows = cache.AppendField(c.rows, f)
-			default:
-				if kept > 0 {
-					c.rows = append(c.rows, ',')
+			case string(f.Key) == cache.OverflowColumn:
+				if hasOvf {
+					return rowError("bad_field", "%s appears twice", cache.OverflowColumn)
 				}
-				c.rows = append(c.rows, field...)
-				kept++
+				if err := ovf.check(f); err != nil {
+					return err
+				}
+				hasOvf = true
+			case cache.CheckReserved(f.Key) != "":
+				return rowError("bad_field", "%s", cache.CheckReserved(f.Key))
 			}
+			if form == cacheRows {
+				c.rows = cache.AppendField(c.rows, f)
+				return nil
+			}
+			if kept > 0 {
+				c.rows = append(c.rows, ',')
+			}
+			c.rows = append(c.rows, field...)
+			kept++
 			return nil
 		})
 		firstRow := len(c.seqs) == 0
@@ -398,6 +418,8 @@ func (p *piece) parse(first, last int64, form rowForm, incarnation string, lead 
 			return atLine(lineNo, rowError("bad_seq", "row has no %s", cache.SeqColumn))
 		case seq < 1:
 			return atLine(lineNo, rowError("bad_seq", "%s %d is not a positive integer", cache.SeqColumn, seq))
+		case !hasAt:
+			return atLine(lineNo, rowError("bad_ingested_at", "row has no %s", cache.IngestedAtColumn))
 		case firstRow && !lead:
 			// join's to check against the rows before.
 		case !firstRow && seq <= prev:

@@ -29,7 +29,8 @@
 // The cache append and the ledger update are two durable writes. A crash between them would
 // leave rows stored but not remembered, and the sender's retry would store them again. Every
 // stored row therefore carries its sender seq in the `_hyp_origin_seq` column (and its
-// sender's incarnation, when not "", in `_hyp_origin_incarnation`), and the ledger keeps, per
+// sender's incarnation, when not "", in `_hyp_origin_incarnation`; both internal columns,
+// outside the cache's column cap, so never in `_hyp_overflow`), and the ledger keeps, per
 // server cache partition, a checkpoint: the highest server seq it reflects. Recover, run at startup,
 // reads only the rows above each checkpoint and records their origin seqs. The handler
 // applies the same repair to one key, before serving it again, after a store or ledger
@@ -58,6 +59,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/failpoint"
 	"github.com/hyp-project/hyp/internal/httpbody"
 	"github.com/hyp-project/hyp/internal/ledger"
 	"github.com/hyp-project/hyp/internal/partition"
@@ -115,7 +117,7 @@ func NewHandler(store Store, led *ledger.Ledger, o Options) (http.Handler, error
 	if store == nil || led == nil {
 		return nil, errors.New("server: nil store or ledger")
 	}
-	return newHandler(&localKeeper{store: store, led: led}, cacheRows, o)
+	return newHandler(&localKeeper{store: store, led: led, afterAppend: failpoint.At(failAfterAppend)}, cacheRows, o)
 }
 
 func newHandler(k keeper, form rowForm, o Options) (http.Handler, error) {
@@ -265,11 +267,19 @@ func (h *handler) commit(ctx context.Context, w http.ResponseWriter, dataset str
 	return httpbody.WriteJSON(w, http.StatusOK, b)
 }
 
+// failAfterAppend is the failpoint (package failpoint) between a chunk's rows becoming
+// durable in the cache and its ledger Record: the instant whose crash only Recover's scan
+// of the origin seqs keeps from turning the sender's retry into duplicates.
+const failAfterAppend = "server-after-append"
+
 // localKeeper is the single-node server's: its own cache and bbolt ledger.
 type localKeeper struct {
 	store Store
 	led   *ledger.Ledger
 	locks keyLocks
+	// afterAppend, when set, runs once a chunk's rows are stored and before the ledger
+	// records them (failAfterAppend).
+	afterAppend func()
 }
 
 // keep stores the rows of ch the ledger does not hold and records ch's range, under the
@@ -306,6 +316,9 @@ func (k *localKeeper) keep(ctx context.Context, dataset string, fw forward, ch *
 			return kept{}, fmt.Errorf("storing %d rows: %w", accepted, err)
 		}
 		checkpoint = res.LastSeq
+		if k.afterAppend != nil {
+			k.afterAppend()
+		}
 	}
 	// parseRows made the declared range exactly the span of the rows.
 	span := ledger.Interval{Start: ch.seqs[0], End: ch.seqs[len(ch.seqs)-1]}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -91,6 +92,11 @@ func rows(seqs ...int64) []byte {
 		fmt.Fprintf(&b, `{"msg":"row %d","_hyp_ingest_seq":%d,"_hyp_ingested_at":"2026-01-02T03:04:05.000006Z","n":%d}`+"\n", s, s, s)
 	}
 	return b.Bytes()
+}
+
+// overflowRow is a forwarded row of seq whose own `_hyp_overflow` is the JSON value ovf.
+func overflowRow(seq int64, ovf string) string {
+	return fmt.Sprintf(`{"msg":"row %d","_hyp_ingest_seq":%d,"_hyp_ingested_at":"2026-01-02T03:04:05Z","_hyp_overflow":%s}`+"\n", seq, seq, ovf)
 }
 
 func seqRange(a, b int64) []int64 {
@@ -272,7 +278,7 @@ func TestStoredRowsKeepSenderFields(t *testing.T) {
 	e := newEnv(t, nil)
 	body := `{"msg":"caf\u00e9 \"q\"","_hyp_ingest_seq":7,"nested":{"a":[1,2]},"_hyp_ingested_at":"2026-01-02T03:04:05Z","ok":true}` + "\n" +
 		"\r\n" + // blank lines are skipped, as on the daemon
-		`{ "_hyp_ingest_seq" : 9 , "n" : 1.5 }` + "\r\n"
+		`{ "_hyp_ingest_seq" : 9 , "n" : 1.5, "_hyp_ingested_at" : "2026-01-02T03:04:05Z" }` + "\r\n"
 	rp := e.do(request(7, 9, []byte(body)))
 	if rp.code != http.StatusOK || rp.Accepted != 2 {
 		t.Fatalf("got %+v", rp)
@@ -357,8 +363,23 @@ func TestRejectsAndStoresNothing(t *testing.T) {
 		{"ingested_at not a time", string(rows(1)) + `{"_hyp_ingest_seq":2,"_hyp_ingested_at":"not-a-time"}`, nil, 400, "bad_ingested_at", 2},
 		{"ingested_at a date only", `{"_hyp_ingest_seq":1,"_hyp_ingested_at":"2026-01-02"}` + "\n" + string(rows(2)), nil, 400, "bad_ingested_at", 1},
 		{"ingested_at without a zone", `{"_hyp_ingest_seq":1,"_hyp_ingested_at":"2026-01-02T03:04:05"}` + "\n" + string(rows(2)), nil, 400, "bad_ingested_at", 1},
-		{"forged origin seq", `{"_hyp_ingest_seq":1,"_hyp_origin_seq":1}`, nil, 400, "reserved_field", 1},
-		{"escaped reserved key", `{"_hyp_ingest_seq":1,"\u005fhyp_x":1}`, nil, 400, "reserved_field", 1},
+		{"ingested_at missing", string(rows(1)) + `{"_hyp_ingest_seq":2,"msg":"x"}`, nil, 400, "bad_ingested_at", 2},
+		{"ingested_at twice", `{"_hyp_ingest_seq":1,"_hyp_ingested_at":"2026-01-02T03:04:05Z","_hyp_ingested_at":"2026-01-02T03:04:06Z"}` + "\n" + string(rows(2)), nil, 400, "bad_ingested_at", 1},
+		{"ingested_at in upper case", `{"_hyp_ingest_seq":1,"_HYP_INGESTED_AT":"2026-01-02T03:04:05Z"}` + "\n" + string(rows(2)), nil, 400, "bad_field", 1},
+		{"forged origin seq", `{"_hyp_ingest_seq":1,"_hyp_origin_seq":1}`, nil, 400, "bad_field", 1},
+		{"escaped reserved key", `{"_hyp_ingest_seq":1,"\u005fhyp_x":1}`, nil, 400, "bad_field", 1},
+		{"reserved key in mixed case", `{"_hyp_ingest_seq":1,"_Hyp_Source":"x"}`, nil, 400, "bad_field", 1},
+		{"seq key in upper case", `{"_HYP_INGEST_SEQ":1}`, nil, 400, "bad_field", 1},
+		{"overflow a number", overflowRow(1, `5`) + string(rows(2)), nil, 400, "bad_field", 1},
+		{"overflow an array", overflowRow(1, `[{"a":1}]`) + string(rows(2)), nil, 400, "bad_field", 1},
+		{"overflow null", overflowRow(1, `null`) + string(rows(2)), nil, 400, "bad_field", 1},
+		{"overflow a plain string", string(rows(1)) + overflowRow(2, `"abc"`), nil, 400, "bad_field", 2},
+		{"overflow a string of broken JSON", overflowRow(1, `"{not json}"`) + string(rows(2)), nil, 400, "bad_field", 1},
+		{"overflow a string of two objects", overflowRow(1, `"{\"a\":1} {\"b\":2}"`) + string(rows(2)), nil, 400, "bad_field", 1},
+		{"overflow a string of an array", overflowRow(1, `"[1]"`) + string(rows(2)), nil, 400, "bad_field", 1},
+		{"overflow an empty string", overflowRow(1, `""`) + string(rows(2)), nil, 400, "bad_field", 1},
+		{"overflow twice", `{"_hyp_ingest_seq":1,"_hyp_ingested_at":"2026-01-02T03:04:05Z","_hyp_overflow":{"a":1},"_hyp_overflow":{"b":2}}` + "\n" + string(rows(2)), nil, 400, "bad_field", 1},
+		{"overflow in upper case", `{"_hyp_ingest_seq":1,"_hyp_ingested_at":"2026-01-02T03:04:05Z","_HYP_OVERFLOW":{"a":1}}` + "\n" + string(rows(2)), nil, 400, "bad_field", 1},
 		{"empty key", `{"_hyp_ingest_seq":1,"":1}`, nil, 400, "bad_field", 1},
 		{"bad gzip", "not gzip", []func(*http.Request){gz}, 400, "bad_gzip", 0},
 		{"bad zstd", "not zstd", []func(*http.Request){set("Content-Encoding", "zstd")}, 400, "bad_zstd", 0},
@@ -387,6 +408,106 @@ func TestRejectsAndStoresNothing(t *testing.T) {
 			e.send(1, 2, []int64{1, 2}, 2, 0)
 		})
 	}
+}
+
+// TestForwardedOverflowIsMerged holds the server to SPEC 5: a forwarded row's own
+// `_hyp_overflow`, an object or a string holding one, keeps every field, and the fields the
+// server's cache overflows itself join it; without an overflow of the server's the value
+// is kept as sent.
+func TestForwardedOverflowIsMerged(t *testing.T) {
+	var wide strings.Builder
+	fmt.Fprintf(&wide, `{"_hyp_ingest_seq":1,"_hyp_ingested_at":"2026-01-02T03:04:05Z"`)
+	for i := range cache.MaxColumns + 1 {
+		fmt.Fprintf(&wide, `,"f%04d":%d`, i, i)
+	}
+	wide.WriteString("}\n")
+	for _, tc := range []struct {
+		name string
+		own  string            // the row's `_hyp_overflow` as sent, "" for none
+		want map[string]string // the stored overflow's fields, as JSON, when the server overflows
+		kept string            // the stored overflow when the server does not
+	}{
+		{"object", `{"x":2,"y":{"z":[1]}}`, map[string]string{"x": "2", "y": `{"z":[1]}`}, `{"x":2,"y":{"z":[1]}}`},
+		{"string holding an object", `"{\"x\":\"{}\",\"n\":null}"`, map[string]string{"x": `"{}"`, "n": "null"}, `{"x":"{}","n":null}`},
+		{"padded string", `" \t{ \"x\" : 1 }\n"`, map[string]string{"x": "1"}, " \t{ \"x\" : 1 }\n"},
+		{"empty object", `{ }`, map[string]string{}, `{ }`},
+		{"string holding an empty object", `" {  } "`, map[string]string{}, " {  } "},
+		{"none", "", map[string]string{}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			row := `{"_hyp_ingest_seq":2,"_hyp_ingested_at":"2026-01-02T03:04:05Z","late":"beyond the cap"`
+			if tc.own != "" {
+				row += `,"_hyp_overflow":` + tc.own
+			}
+			row += "}\n"
+			// The server overflows "late" in a dataset whose first row filled the cap.
+			e := newEnv(t, nil)
+			if rp := e.do(request(1, 2, []byte(wide.String()+row))); rp.code != http.StatusOK {
+				t.Fatalf("got %+v", rp)
+			}
+			got := stored(t, e.cache)
+			if len(got) != 2 {
+				t.Fatalf("%d rows stored", len(got))
+			}
+			var text string
+			if err := json.Unmarshal([]byte(got[1][cache.OverflowColumn]), &text); err != nil {
+				t.Fatalf("%s %s: %v", cache.OverflowColumn, got[1][cache.OverflowColumn], err)
+			}
+			var fields map[string]json.RawMessage
+			if err := json.Unmarshal([]byte(text), &fields); err != nil {
+				t.Fatalf("%s %s is not one JSON object: %v", cache.OverflowColumn, text, err)
+			}
+			want := maps.Clone(tc.want)
+			want["late"] = `"beyond the cap"`
+			if keys := topKeys(t, text); len(fields) != len(want) || len(keys) != len(want) {
+				t.Errorf("%s = %s, want the fields %v", cache.OverflowColumn, text, want)
+			}
+			for k, v := range want {
+				if string(fields[k]) != v {
+					t.Errorf("%s = %s: %s is %s, want %s", cache.OverflowColumn, text, k, fields[k], v)
+				}
+			}
+
+			// In a dataset with room, the row's own overflow is kept as it was sent.
+			e = newEnv(t, nil)
+			if rp := e.do(request(2, 2, []byte(row))); rp.code != http.StatusOK {
+				t.Fatalf("got %+v", rp)
+			}
+			got = stored(t, e.cache)
+			text = ""
+			if v, ok := got[0][cache.OverflowColumn]; ok {
+				if err := json.Unmarshal([]byte(v), &text); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if text != tc.kept || got[0]["late"] != `"beyond the cap"` {
+				t.Errorf("stored %v, want %s %q and late kept", got[0], cache.OverflowColumn, tc.kept)
+			}
+		})
+	}
+}
+
+// topKeys lists a JSON object's keys in order, duplicates included, which decoding into a
+// map would fold.
+func topKeys(t *testing.T, text string) []string {
+	t.Helper()
+	d := json.NewDecoder(strings.NewReader(text))
+	var keys []string
+	if _, err := d.Token(); err != nil { // {
+		t.Fatal(err)
+	}
+	for d.More() {
+		k, err := d.Token()
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k.(string))
+		var v json.RawMessage
+		if err := d.Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return keys
 }
 
 func TestUnauthorizedNamesScheme(t *testing.T) {
