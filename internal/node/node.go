@@ -187,7 +187,7 @@ func (n *Node) settleGaps() error {
 
 // Reload applies a new config where the running node can: retention at once, and each
 // sink's schedule, datasets, withhold_sources and maintain block. What needs a restart (listeners, flush
-// and compaction intervals, sinks added, removed or pointed elsewhere) is returned and
+// and compaction intervals, sinks added, removed or pointed elsewhere, the server block) is returned and
 // left as it was. Everything applied is logged.
 func (n *Node) Reload(cfg *config.Config) (applied, needRestart []string) {
 	old := n.live.Load()
@@ -200,6 +200,9 @@ func (n *Node) Reload(cfg *config.Config) (applied, needRestart []string) {
 	}
 	if old.GatewayID != cfg.GatewayID {
 		needRestart = append(needRestart, "gateway_id")
+	}
+	if !reflect.DeepEqual(old.Server, cfg.Server) {
+		needRestart = append(needRestart, "server")
 	}
 	if old.Cache.FlushInterval != cfg.Cache.FlushInterval || old.Cache.Compaction != cfg.Cache.Compaction {
 		needRestart = append(needRestart, "cache.flush_interval or cache.compaction")
