@@ -318,9 +318,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, ctype
 	}
 	if resp.StatusCode != 200 {
 		var eb errorBody
-		if json.Unmarshal(data, &eb) != nil && resp.StatusCode == http.StatusNotFound {
-			return fmt.Errorf("daemon: %s %s: %w", method, path, ErrUnsupported)
-		}
+		_ = json.Unmarshal(data, &eb)
 		if resp.StatusCode == 400 || resp.StatusCode == 413 {
 			return &cache.InputError{Kind: eb.Error, Line: eb.Line, Msg: eb.Message}
 		}
@@ -355,7 +353,11 @@ func (c *Client) Flush(ctx context.Context) error {
 
 func (c *Client) Listing(ctx context.Context) ([]cache.TableView, error) {
 	var out []cache.TableView
-	return out, c.do(ctx, "GET", "/v1/listing", nil, "", &out)
+	err := c.do(ctx, "GET", "/v1/listing", nil, "", &out)
+	if errors.Is(err, errNotFound) {
+		return nil, ErrUnsupported
+	}
+	return out, err
 }
 
 func (c *Client) Compact(ctx context.Context, req node.CompactRequest) ([]cache.CompactResult, error) {
