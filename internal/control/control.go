@@ -1,5 +1,6 @@
 // Package control owns the daemon's control socket (hyp.sock, mode 0600): the server that
-// exposes a Node's state-changing operations to CLI commands, and the client they use.
+// exposes a Node's state-changing operations (and the cache's file listing a query pins) to
+// CLI commands, and the client they use.
 // Every state change a CLI makes while a daemon runs goes through here, so there is never a
 // second writer. It never opens the cache itself.
 package control
