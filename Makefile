@@ -85,6 +85,7 @@ soak: tools
 	HYP_KILL_LOOPS=200 $(GO) test -count=1 -timeout 60m -run 'KillNineAtRandomInstants' ./cmd/hyp
 	HYP_SERVER_KILLS=40 $(GO) test -count=1 -timeout 60m -run 'ServerKillNineWideFirstRow' ./cmd/hyp
 	HYP_CLUSTER_SECONDS=60 $(GO) test -count=3 -timeout 60m -run 'ClusterSixGatewaysThroughKills' ./cmd/hyp
+	HYP_GATEWAYS=3000 $(GO) test -count=1 -timeout 60m -v -run 'ManyGatewaysOnOneToken' ./cmd/hyp
 
 # Side by side with the OpenTelemetry Collector v0.165.0 under one load generator
 # (bench/peers/README.md): the collector is built once with the official builder from the Go

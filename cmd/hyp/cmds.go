@@ -715,7 +715,7 @@ func queryCmd(g *globals) *cobra.Command {
 				defer done()
 				tables = t
 			} else {
-				_, v, err := view(cmd.Context(), dir)
+				v, err := view(cmd.Context(), dir)
 				if err != nil {
 					return err
 				}

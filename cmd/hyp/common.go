@@ -73,24 +73,48 @@ func openReader(ctx context.Context, dir string) (*cache.Reader, error) {
 	return cache.OpenReader(ctx, home.Cache(dir))
 }
 
-// view pins the cache's files, reopening if it raced a compaction.
-func view(ctx context.Context, dir string) (*cache.Reader, *cache.View, error) {
+// view makes every acknowledged row visible, as openReader does, and pins the cache's
+// files. Their owner (the running daemon or server, or the node withAPI opens) lists them,
+// so this process loads no partition's table: with thousands of partitions that load was
+// most of a query's time. A daemon too old to list them is read through a read-only opening.
+func view(ctx context.Context, dir string) (*cache.View, error) {
+	cdir := home.Cache(dir)
+	if _, err := os.Stat(cdir); errors.Is(err, os.ErrNotExist) {
+		return readerView(ctx, dir)
+	}
+	var v *cache.View
+	err := withAPI(ctx, dir, func(api control.API) error {
+		if err := api.Flush(ctx); err != nil {
+			return err
+		}
+		var err error
+		v, err = cache.PinView(cdir, func() ([]cache.TableView, error) { return api.Listing(ctx) })
+		return err
+	})
+	if errors.Is(err, control.ErrUnsupported) {
+		return readerView(ctx, dir)
+	}
+	return v, err
+}
+
+// readerView pins the files of a read-only opening, reopening if it raced a compaction.
+func readerView(ctx context.Context, dir string) (*cache.View, error) {
 	var lastErr error
 	for range 5 {
 		r, err := openReader(ctx, dir)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		v, err := r.View()
 		if err == nil {
-			return r, v, nil
+			return v, nil
 		}
 		if !errors.Is(err, cache.ErrGenerationGone) {
-			return nil, nil, err
+			return nil, err
 		}
 		lastErr = err
 	}
-	return nil, nil, lastErr
+	return nil, lastErr
 }
 
 func printJSON(w io.Writer, v any) error {

@@ -131,33 +131,53 @@ func TestCompactionKeepsRowsAndSeqs(t *testing.T) {
 	assertIDs(t, c, "a", 125)
 }
 
+// A view keeps a compaction from removing the generation it pinned, whether the cache
+// pinned it itself or a reader in another process pinned it and had the owner list it.
 func TestCompactionWaitsForReaders(t *testing.T) {
-	ctx := context.Background()
-	c := openTest(t, t.TempDir())
-	defer c.Close(ctx)
-	for i := range 2 {
-		ingestN(t, c, "a", i*10, 10)
-		c.Flush(ctx)
-	}
-	v, err := c.View()
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := c.Compact(ctx, true, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := c.tables.lookup("logs", "source=a")
-	old := p.dir + "/" + res[0].From
-	if !genExists(old) {
-		t.Fatal("generation removed while a reader held it")
-	}
-	v.Release()
-	p.mu.Lock()
-	p.collect(c.tables.dir)
-	p.mu.Unlock()
-	if genExists(old) {
-		t.Fatal("generation kept after the reader let go")
+	for _, tc := range []struct {
+		name string
+		pin  func(c *Cache) (*View, error)
+	}{
+		{"view", (*Cache).View},
+		{"pinned listing", func(c *Cache) (*View, error) { return PinView(c.Dir(), c.Listing) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			c := openTest(t, t.TempDir())
+			defer c.Close(ctx)
+			for i := range 2 {
+				ingestN(t, c, "a", i*10, 10)
+				c.Flush(ctx)
+			}
+			v, err := tc.pin(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(v.Tables) != 1 || len(v.Tables[0].Partitions) != 1 || len(v.Tables[0].Partitions[0].Files) != 2 {
+				t.Fatalf("pinned %+v, want the 2 files of logs source=a", v.Tables)
+			}
+			res, err := c.Compact(ctx, true, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := c.tables.lookup("logs", "source=a")
+			old := p.dir + "/" + res[0].From
+			if !genExists(old) {
+				t.Fatal("generation removed while a reader held it")
+			}
+			for _, f := range v.Tables[0].Partitions[0].Files {
+				if _, err := os.Stat(f); err != nil {
+					t.Fatalf("pinned file: %v", err)
+				}
+			}
+			v.Release()
+			p.mu.Lock()
+			p.collect(c.tables.dir)
+			p.mu.Unlock()
+			if genExists(old) {
+				t.Fatal("generation kept after the reader let go")
+			}
+		})
 	}
 }
 

@@ -76,7 +76,7 @@ type PartitionFiles struct {
 	Partition string
 	Files     []string
 	FieldIDs  map[string]int
-	Err       error
+	Err       error `json:"-"` // never set in a Listing, the only form that travels
 }
 
 // View pins the current files of every dataset for a reader.
@@ -94,20 +94,45 @@ func (v *View) Release() {
 // View pins the cache's current files.
 func (c *Cache) View() (*View, error) { return c.tables.view() }
 
+// Listing describes the cache's current files as View does, without pinning them: a reader
+// in another process pins them first (PinView) and then asks the cache's owner for this,
+// which is how `hyp query` reads a cache whose owner is running without loading every
+// partition's table itself (a millisecond or more each: thousands of gateway partitions on
+// a server made that most of a query's time).
+func (c *Cache) Listing() ([]TableView, error) { return c.tables.list() }
+
+// PinView pins the cache in dir and then asks list for its files: a generation list names
+// then stays until Release, since retiring one takes the views lock exclusively, so list
+// must describe the cache as it is once the lock is held, never from before (the owner's
+// Listing does).
+func PinView(dir string, list func() ([]TableView, error)) (*View, error) {
+	lk, err := fsutil.SharedLock(viewsLockPath(dir))
+	if err != nil {
+		return nil, fmt.Errorf("pin the cache for a view: %w", err)
+	}
+	tables, err := list()
+	if err != nil {
+		lk.Unlock()
+		return nil, err
+	}
+	return &View{Tables: tables, lock: lk}, nil
+}
+
 // view pins every partition with one shared lock on the cache's views lock rather than one
 // per generation, so a query holds one file descriptor however many partitions it reads.
 // The lock is taken before the generations are checked: a generation still there then stays
 // until Release, since retiring one takes the views lock exclusively.
 func (ts *tableSet) view() (*View, error) {
-	v := &View{}
-	parts := ts.partitions()
-	if len(parts) > 0 {
-		lk, err := fsutil.SharedLock(viewsLockPath(ts.dir))
-		if err != nil {
-			return nil, fmt.Errorf("pin the cache for a view: %w", err)
-		}
-		v.lock = lk
+	if len(ts.partitions()) == 0 {
+		tables, err := ts.list()
+		return &View{Tables: tables}, err
 	}
+	return PinView(ts.dir, ts.list)
+}
+
+// list describes every dataset's live files.
+func (ts *tableSet) list() ([]TableView, error) {
+	parts := ts.partitions()
 	ts.mu.RLock()
 	names := make([]string, 0, len(ts.ds))
 	for n := range ts.ds {
@@ -119,20 +144,20 @@ func (ts *tableSet) view() (*View, error) {
 	for _, p := range parts {
 		byDataset[p.Dataset] = append(byDataset[p.Dataset], p)
 	}
+	var tables []TableView
 	for _, name := range names {
 		d := ts.dataset(name)
 		tv := TableView{Dataset: name, Columns: append([]Column{{SeqColumn, TypeLong}, {IngestedAtColumn, TypeTimestamp}}, d.columns()...)}
 		for _, p := range byDataset[name] {
 			files, ids, err := p.liveFiles()
 			if err != nil {
-				v.Release()
 				return nil, err
 			}
 			tv.Partitions = append(tv.Partitions, PartitionFiles{Partition: p.Name(), Files: files, FieldIDs: ids})
 		}
-		v.Tables = append(v.Tables, tv)
+		tables = append(tables, tv)
 	}
-	return v, nil
+	return tables, nil
 }
 
 // liveFiles are the paths of the partition's live data files. A generation that is gone

@@ -147,6 +147,7 @@ func Default(home string) *Config {
 	return &Config{
 		Ingest:           Ingest{Listen: "127.0.0.1:18521", MaxBodyBytes: 16 << 20},
 		MemoryLimitBytes: DefaultMemoryLimit,
+		Server:           Server{MaxGatewaysPerToken: DefaultMaxGatewaysPerToken},
 		Cache: Cache{
 			FlushInterval: Duration(2 * time.Second),
 			Retention: Retention{

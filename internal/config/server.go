@@ -12,7 +12,17 @@ type Server struct {
 	// Cluster, when set, makes the server one replica of a cluster: chunks are stored in
 	// the shared PostgreSQL database and the lake instead of the local cache.
 	Cluster *Cluster `yaml:"cluster"`
+	// MaxGatewaysPerToken caps the distinct gateways a token not bound to gateway globs may
+	// send as; a chunk from one more is answered 429 too_many_gateways. Every gateway is
+	// partitions of its own on the server, so an unbound token could otherwise make as many
+	// as it likes. 0 means no cap.
+	MaxGatewaysPerToken int `yaml:"max_gateways_per_token"`
 }
+
+// DefaultMaxGatewaysPerToken is server.max_gateways_per_token when the file gives none:
+// more machines than one token usually serves, far fewer partitions than make a server
+// slow.
+const DefaultMaxGatewaysPerToken = 1000
 
 // Cluster is cluster mode's shared state.
 type Cluster struct {
@@ -65,12 +75,15 @@ func resolveServer(home string, s *Server, given func(key string) bool) []proble
 }
 
 func validateServer(s Server) []problem {
-	c := s.Cluster
-	if c == nil {
-		return nil
-	}
 	var probs []problem
 	add := func(p problem) { probs = append(probs, p) }
+	if s.MaxGatewaysPerToken < 0 {
+		add(problemf("server.max_gateways_per_token", "must be 0 (no cap) or more, got %d", s.MaxGatewaysPerToken))
+	}
+	c := s.Cluster
+	if c == nil {
+		return probs
+	}
 	if !strings.HasPrefix(c.Postgres, "postgres://") && !strings.HasPrefix(c.Postgres, "postgresql://") {
 		add(problemf(clusterKey+".postgres", "required: a postgres:// URI of the database the replicas share"))
 	} else if _, err := redact.ParseURI(c.Postgres); err != nil {

@@ -54,3 +54,29 @@ func TestClusterUpkeepDefaults(t *testing.T) {
 		})
 	}
 }
+
+// server.max_gateways_per_token is generous unless set; 0 lifts the cap.
+func TestMaxGatewaysPerToken(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		want       int
+		wantErr    []string
+	}{
+		{"absent", "sinks: {}\n", DefaultMaxGatewaysPerToken, nil},
+		{"absent from a server block", "server:\n  cluster: null\n", DefaultMaxGatewaysPerToken, nil},
+		{"set", "server:\n  max_gateways_per_token: 50\n", 50, nil},
+		{"no cap", "server:\n  max_gateways_per_token: 0\n", 0, nil},
+		{"negative", "server:\n  max_gateways_per_token: -1\n", 0, []string{"server.max_gateways_per_token: must be 0 (no cap) or more, got -1"}},
+		{"not a number", "server:\n  max_gateways_per_token: lots\n", 0, []string{"max_gateways_per_token"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := parseCase(t, tc.yaml, tc.wantErr)
+			if c != nil && c.Server.MaxGatewaysPerToken != tc.want {
+				t.Fatalf("max_gateways_per_token = %d, want %d", c.Server.MaxGatewaysPerToken, tc.want)
+			}
+		})
+	}
+	if got := Default(home).Server.MaxGatewaysPerToken; got != DefaultMaxGatewaysPerToken {
+		t.Fatalf("without a file: %d", got)
+	}
+}

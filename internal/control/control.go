@@ -1,5 +1,6 @@
 // Package control owns the daemon's control socket (hyp.sock, mode 0600): the server that
-// exposes a Node's state-changing operations to CLI commands, and the client they use.
+// exposes a Node's state-changing operations (and the cache's file listing a query pins) to
+// CLI commands, and the client they use.
 // Every state change a CLI makes while a daemon runs goes through here, so there is never a
 // second writer. It never opens the cache itself.
 package control
@@ -27,6 +28,9 @@ import (
 // API is what CLI commands call, served either by the daemon or by a local Node.
 type API interface {
 	Flush(ctx context.Context) error
+	// Listing is the cache's live files (cache.Cache.Listing), for a reader that pinned
+	// them with cache.PinView.
+	Listing(ctx context.Context) ([]cache.TableView, error)
 	Compact(ctx context.Context, req node.CompactRequest) ([]cache.CompactResult, error)
 	Prune(ctx context.Context, dryRun bool) ([]cache.PruneResult, error)
 	Repair(ctx context.Context, dryRun bool) ([]cache.Repaired, error)
@@ -41,6 +45,9 @@ type API interface {
 type Local struct{ N *node.Node }
 
 func (l Local) Flush(ctx context.Context) error { return l.N.Flush(ctx) }
+func (l Local) Listing(context.Context) ([]cache.TableView, error) {
+	return l.N.Cache.Listing()
+}
 func (l Local) Compact(ctx context.Context, req node.CompactRequest) ([]cache.CompactResult, error) {
 	return l.N.Compact(ctx, req)
 }
@@ -123,6 +130,14 @@ func Handler(n *node.Node, ingest, srv http.Handler) http.Handler {
 			return
 		}
 		writeJSON(w, 200, map[string]any{})
+	})
+	mux.HandleFunc("GET /v1/listing", func(w http.ResponseWriter, r *http.Request) {
+		res, err := n.Cache.Listing()
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, 200, res)
 	})
 	mux.HandleFunc("POST /v1/compact", func(w http.ResponseWriter, r *http.Request) {
 		var req node.CompactRequest
@@ -257,6 +272,10 @@ type Client struct {
 // ErrNoDaemon means nothing answers on the socket.
 var ErrNoDaemon = errors.New("no daemon is running")
 
+// ErrUnsupported means the daemon answering is older than the client and lacks the
+// operation.
+var ErrUnsupported = errors.New("the running daemon does not offer this operation")
+
 // Dial connects to the daemon on socket, or returns ErrNoDaemon.
 func Dial(ctx context.Context, socket string) (*Client, error) {
 	if _, err := os.Stat(socket); err != nil {
@@ -331,6 +350,15 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, ctype
 
 func (c *Client) Flush(ctx context.Context) error {
 	return c.do(ctx, "POST", "/v1/flush", []byte("{}"), "application/json", nil)
+}
+
+func (c *Client) Listing(ctx context.Context) ([]cache.TableView, error) {
+	var out []cache.TableView
+	err := c.do(ctx, "GET", "/v1/listing", nil, "", &out)
+	if errors.Is(err, errNotFound) {
+		return nil, ErrUnsupported
+	}
+	return out, err
 }
 
 func (c *Client) Compact(ctx context.Context, req node.CompactRequest) ([]cache.CompactResult, error) {

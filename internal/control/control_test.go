@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -108,5 +109,47 @@ func TestSinkVerbsOverTheSocket(t *testing.T) {
 	res, err = c.Rewind(ctx, sink.RewindRequest{Instance: "files", Target: sink.Target{Seq: &zero}})
 	if !errors.Is(err, sink.ErrRewindGap) || len(res.Changes) != 1 || res.Changes[0].Missing == nil {
 		t.Fatalf("refused rewind: %+v %v", res, err)
+	}
+}
+
+// The listing a reader gets over the socket is the daemon's own, and a daemon older than
+// the client is told apart from a failing one, so the reader can load the tables itself.
+func TestListingOverTheSocket(t *testing.T) {
+	ctx := context.Background()
+	n, c, _ := serve(t)
+	if _, err := n.Ingest("logs", "web", []byte("{\"a\":1}\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Listing(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := n.Cache.Listing()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) || len(got) != 1 || len(got[0].Partitions) != 1 || len(got[0].Partitions[0].Files) != 1 {
+		t.Fatalf("over the socket %+v, in process %+v, want logs source=web's one file", got, want)
+	}
+
+	sock := filepath.Join(t.TempDir(), "old.sock")
+	ln, err := Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := http.NewServeMux() // a daemon from before the listing: ping and nothing more
+	old.HandleFunc("GET /v1/ping", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, map[string]any{}) })
+	srv := &http.Server{Handler: old}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	oc, err := Dial(ctx, sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := oc.Listing(ctx); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("listing from an older daemon: %v, want ErrUnsupported", err)
 	}
 }

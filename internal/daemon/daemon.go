@@ -91,7 +91,8 @@ func RunServer(ctx context.Context, dir string, cfg *config.Config, o ServerOpti
 		return err
 	}
 	warnTokenFileMode(o.TokenFile, log)
-	sopts := server.Options{Tokens: tokens, MaxBodyBytes: cfg.Ingest.MaxBodyBytes, RateLimit: o.RateLimit, Logger: log}
+	sopts := server.Options{Tokens: tokens, MaxBodyBytes: cfg.Ingest.MaxBodyBytes, RateLimit: o.RateLimit, Logger: log,
+		MaxGatewaysPerToken: cfg.Server.MaxGatewaysPerToken}
 	return serve(ctx, dir, cfg, listener{addr: o.Listen, tls: o.TLS}, log, ready, func(ctx context.Context, n *node.Node, ingest http.Handler) (front, error) {
 		sopts.Registerer = n.Reg
 		var f front
@@ -140,6 +141,7 @@ func localFront(ctx context.Context, dir string, o server.Options, n *node.Node)
 		led.Close()
 		return front{}, fmt.Errorf("recover ledger: %w", err)
 	}
+	o.KnownGateways = server.KnownGateways(n.Cache.Status())
 	h, err := server.NewHandler(n.Cache, led, o)
 	if err != nil {
 		led.Close()
@@ -165,6 +167,16 @@ func clusterFront(ctx context.Context, cc *config.Cluster, listen string, o serv
 	})
 	if err != nil {
 		return nil, nil, err
+	}
+	// Gateways any replica stored rows of count against the cap; the ones that arrive later
+	// each replica counts on its own.
+	rep, err := cluster.Status(ctx, cc.Postgres)
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	for _, g := range rep.Gateways {
+		o.KnownGateways = append(o.KnownGateways, g.Gateway)
 	}
 	h, err := server.NewClusterHandler(c, o)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/hyp-project/hyp/internal/cache"
 	"github.com/hyp-project/hyp/internal/config"
 	"github.com/hyp-project/hyp/internal/home"
+	"github.com/hyp-project/hyp/internal/promreg"
 	"github.com/hyp-project/hyp/internal/sink"
 )
 
@@ -186,7 +187,7 @@ func (n *Node) settleGaps() error {
 
 // Reload applies a new config where the running node can: retention at once, and each
 // sink's schedule, datasets, withhold_sources and maintain block. What needs a restart (listeners, flush
-// and compaction intervals, sinks added, removed or pointed elsewhere) is returned and
+// and compaction intervals, sinks added, removed or pointed elsewhere, the server block) is returned and
 // left as it was. Everything applied is logged.
 func (n *Node) Reload(cfg *config.Config) (applied, needRestart []string) {
 	old := n.live.Load()
@@ -199,6 +200,9 @@ func (n *Node) Reload(cfg *config.Config) (applied, needRestart []string) {
 	}
 	if old.GatewayID != cfg.GatewayID {
 		needRestart = append(needRestart, "gateway_id")
+	}
+	if !reflect.DeepEqual(old.Server, cfg.Server) {
+		needRestart = append(needRestart, "server")
 	}
 	if old.Cache.FlushInterval != cfg.Cache.FlushInterval || old.Cache.Compaction != cfg.Cache.Compaction {
 		needRestart = append(needRestart, "cache.flush_interval or cache.compaction")
@@ -234,7 +238,9 @@ func (n *Node) Rewind(ctx context.Context, req sink.RewindRequest) (sink.RewindR
 }
 
 // cacheCollector reports per-partition gauges at scrape time from the cache's in-memory
-// index, so there is no second copy of those numbers to keep in sync.
+// index, so there is no second copy of those numbers to keep in sync. A dataset's
+// partitions beyond the promreg.MaxPartitionSeries holding the most rows are folded into
+// partition="_other": their rows summed, their head seq the highest.
 type cacheCollector struct{ c *cache.Cache }
 
 var cacheRowsDesc = prometheus.NewDesc("hyp_cache_rows", "Rows held in the cache.", []string{"dataset", "partition"}, nil)
@@ -248,9 +254,33 @@ func (cc cacheCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (cc cacheCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, p := range cc.c.Status() {
-		ch <- prometheus.MustNewConstMetric(cacheRowsDesc, prometheus.GaugeValue, float64(p.Rows), p.Dataset, p.Partition)
-		ch <- prometheus.MustNewConstMetric(cacheHeadDesc, prometheus.GaugeValue, float64(p.HeadSeq), p.Dataset, p.Partition)
+	st := cc.c.Status()
+	group, rank := make([]string, len(st)), make([]float64, len(st))
+	for i, p := range st {
+		group[i], rank[i] = p.Dataset, float64(p.Rows)
+	}
+	type folded struct{ rows, head int64 }
+	others := map[string]*folded{}
+	var order []string // datasets with folded partitions, as they came
+	for i, keep := range promreg.Keep(group, rank) {
+		p := st[i]
+		if keep {
+			ch <- prometheus.MustNewConstMetric(cacheRowsDesc, prometheus.GaugeValue, float64(p.Rows), p.Dataset, p.Partition)
+			ch <- prometheus.MustNewConstMetric(cacheHeadDesc, prometheus.GaugeValue, float64(p.HeadSeq), p.Dataset, p.Partition)
+			continue
+		}
+		o := others[p.Dataset]
+		if o == nil {
+			o = &folded{}
+			others[p.Dataset] = o
+			order = append(order, p.Dataset)
+		}
+		o.rows += p.Rows
+		o.head = max(o.head, p.HeadSeq)
+	}
+	for _, ds := range order {
+		ch <- prometheus.MustNewConstMetric(cacheRowsDesc, prometheus.GaugeValue, float64(others[ds].rows), ds, promreg.OtherPartition)
+		ch <- prometheus.MustNewConstMetric(cacheHeadDesc, prometheus.GaugeValue, float64(others[ds].head), ds, promreg.OtherPartition)
 	}
 	ch <- prometheus.MustNewConstMetric(cacheLostDesc, prometheus.CounterValue, float64(cc.c.LostRows()))
 }

@@ -1,6 +1,8 @@
 // Package promreg owns registering a component's Prometheus collectors all or none: a
 // component that cannot register every metric leaves the registry as it found it, so its
-// caller can retry or carry on without it. It holds no registry of its own.
+// caller can retry or carry on without it. It also owns the bound on series labelled by
+// partition (Keep): which partitions a collector names and which it folds into
+// partition="_other". It holds no registry of its own.
 package promreg
 
 import "github.com/prometheus/client_golang/prometheus"

@@ -5,11 +5,17 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"path"
 	"slices"
 	"strings"
+	"sync"
+
+	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/httpbody"
+	"github.com/hyp-project/hyp/internal/partition"
 )
 
 // Token is one accepted bearer token and the gateways it may send as.
@@ -169,4 +175,83 @@ func (t *token) allows(gateway string) bool {
 		}
 	}
 	return false
+}
+
+// gatewayCap holds every token not bound to gateway globs to Options.MaxGatewaysPerToken
+// distinct gateways: each gateway is partitions of its own on the server, so one token
+// sending as thousands of made-up ids would otherwise make thousands of partitions. A token
+// bound to globs is held to them instead.
+//
+// Which token sent a gateway's rows is not recorded with them, so the gateways the store
+// held rows of when the server started (knownGateways) count against every unbound token:
+// exact with one unbound token, and with several a token may be refused a new gateway while
+// under the cap by its own count. A gateway counted is never refused.
+type gatewayCap struct {
+	max   int // 0: no cap
+	log   *slog.Logger
+	mu    sync.Mutex
+	known map[string]bool
+	sent  map[*token]map[string]bool // per unbound token, the gateways beyond known
+	full  map[*token]bool            // tokens whose refusal was logged
+}
+
+// capRetryAfter is the Retry-After of a too_many_gateways refusal. The cap is not load: the
+// chunk is refused until the operator raises the cap, so the sender keeps its rows and
+// retries rarely instead of quarantining them.
+const capRetryAfter = 300
+
+func newGatewayCap(max int, known []string, log *slog.Logger) *gatewayCap {
+	g := &gatewayCap{max: max, log: log, known: map[string]bool{}, sent: map[*token]map[string]bool{}, full: map[*token]bool{}}
+	for _, gw := range known {
+		g.known[gw] = true
+	}
+	return g
+}
+
+// admit counts the chunk's gateway against t, or refuses it with 429 too_many_gateways when
+// t has sent as as many others as the cap allows. A missing or invalid gateway header is
+// left to parseForward's 400 and counts for nothing.
+func (g *gatewayCap) admit(t *token, h http.Header) *httpbody.Error {
+	if g.max == 0 || t.gateways != nil {
+		return nil
+	}
+	gw, err := single(h, headerGateway)
+	if err != nil || partition.ValidateGateway(gw) != nil {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	sent := g.sent[t]
+	if g.known[gw] || sent[gw] {
+		return nil
+	}
+	if len(g.known)+len(sent) >= g.max {
+		if !g.full[t] {
+			g.full[t] = true
+			g.log.Warn("server: a token reached server.max_gateways_per_token; chunks it sends as further gateways are refused with 429",
+				"max_gateways_per_token", g.max, "refused_gateway", fmt.Sprintf("%.128q", gw))
+		}
+		return &httpbody.Error{Status: http.StatusTooManyRequests, Kind: "too_many_gateways", RetryAfter: capRetryAfter,
+			Msg: fmt.Sprintf("this token already sends as %d gateways, the server's max_gateways_per_token; it refuses gateway %.128q until the cap is raised (or give the token gateway globs in the token file)", g.max, gw)}
+	}
+	if sent == nil {
+		sent = map[string]bool{}
+		g.sent[t] = sent
+	}
+	sent[gw] = true
+	return nil
+}
+
+// KnownGateways are the gateways whose rows a server's cache holds (its partitions are
+// gateway=<id>/source=<s>), for Options.KnownGateways.
+func KnownGateways(st []cache.PartitionStatus) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range st {
+		if gw, _, err := partition.Parse(p.Partition); err == nil && gw != "" && !seen[gw] {
+			seen[gw] = true
+			out = append(out, gw)
+		}
+	}
+	return out
 }

@@ -91,6 +91,11 @@ type Options struct {
 	RateLimit float64
 	// Burst is the most rows admitted at once; 0 means one second's worth of RateLimit.
 	Burst int
+	// MaxGatewaysPerToken caps the distinct gateways a token without gateway globs may send
+	// as (429 too_many_gateways beyond); 0 means no cap. KnownGateways, the gateways the
+	// store already holds rows of, count against every such token (gatewayCap).
+	MaxGatewaysPerToken int
+	KnownGateways       []string
 	// Registerer receives the hyp_server_* metrics; nil leaves them unregistered.
 	Registerer prometheus.Registerer
 	// Logger receives storage failures and rejected chunks; nil means slog.Default().
@@ -105,6 +110,7 @@ type handler struct {
 	tokens  []token
 	maxBody int64
 	limit   *bucket // nil when there is no rate limit
+	gwCap   *gatewayCap
 	log     *slog.Logger
 	metrics *metrics
 	// incarnations feeds hyp_server_gateway_incarnations.
@@ -135,6 +141,10 @@ func newHandler(k keeper, form rowForm, o Options) (http.Handler, error) {
 	if h.log == nil {
 		h.log = slog.Default()
 	}
+	if o.MaxGatewaysPerToken < 0 {
+		return nil, fmt.Errorf("server: MaxGatewaysPerToken must not be negative, got %d", o.MaxGatewaysPerToken)
+	}
+	h.gwCap = newGatewayCap(o.MaxGatewaysPerToken, o.KnownGateways, h.log)
 	if o.RateLimit > 0 {
 		now := o.Now
 		if now == nil {
@@ -192,6 +202,9 @@ func (h *handler) ingest(w http.ResponseWriter, r *http.Request, dataset string)
 		h.log.Warn("server: refused a chunk sent as a gateway its token is not bound to", "gateway", fmt.Sprintf("%.128q", gw))
 		return h.reject(w, &httpbody.Error{Status: http.StatusForbidden, Kind: "gateway_not_allowed",
 			Msg: fmt.Sprintf("this token may not send as gateway %.128q (see the gateway globs of its line in the server's token file)", gw)})
+	}
+	if rerr := h.gwCap.admit(tok, r.Header); rerr != nil {
+		return h.reject(w, rerr)
 	}
 	start := time.Now()
 	buf, rerr := httpbody.Read(r, h.maxBody, tooLarge)

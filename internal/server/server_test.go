@@ -779,6 +779,7 @@ func TestNewHandlerOptions(t *testing.T) {
 		{"no body limit", func(o *Options) { o.MaxBodyBytes = 0 }},
 		{"negative rate", func(o *Options) { o.RateLimit = -1 }},
 		{"negative burst", func(o *Options) { o.Burst = -1 }},
+		{"negative gateway cap", func(o *Options) { o.MaxGatewaysPerToken = -1 }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

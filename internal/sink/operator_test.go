@@ -16,6 +16,7 @@ import (
 	"github.com/hyp-project/hyp/internal/cache"
 	"github.com/hyp-project/hyp/internal/config"
 	"github.com/hyp-project/hyp/internal/partition"
+	"github.com/hyp-project/hyp/internal/promreg"
 	"github.com/hyp-project/hyp/internal/watermark"
 )
 
@@ -341,6 +342,63 @@ func TestStatusAndPositionMetrics(t *testing.T) {
 	got = gauges(t, reg)
 	if got["hyp_sink_lag_rows/s1/source=a"] != 0 || got["hyp_sink_oldest_unexported_age_seconds/s1/source=a"] != 0 {
 		t.Fatalf("after export: %v", got)
+	}
+}
+
+// A sink over more partitions than get series of their own shows the most lagging ones and
+// folds the rest into partition="_other": the lowest watermark, the summed lag, the oldest
+// age, so a sum or an alert over the partitions still sees every row.
+func TestPositionMetricsFoldTheLeastLagging(t *testing.T) {
+	const parts = promreg.MaxPartitionSeries + 3
+	e := newEnv(t, 1000, blobSink(t.TempDir(), "s1"))
+	e.d.now = e.clk.Now
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(positionCollector{e.d})
+	src := func(i int) string { return fmt.Sprintf("s%02d", i) }
+	var firstSeq int64
+	for i := range parts {
+		ids := e.l.ingest(t, e.c, src(i), 1)
+		if i == 0 {
+			firstSeq = e.l.rows[ids[0]].seq
+		}
+	}
+	runNow(t, e.d, "s1") // every watermark at its partition's one row
+	for i := 1; i < parts; i++ {
+		e.l.ingest(t, e.c, src(i), i) // source i lags i rows; s00 none
+		if i == 1 {
+			e.clk.Advance(time.Minute) // s01's row waits the longest
+		}
+	}
+	if err := e.c.Flush(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := gauges(t, reg)
+	series := 0
+	for name := range got {
+		if strings.HasPrefix(name, "hyp_sink_lag_rows/") {
+			series++
+		}
+	}
+	if series != promreg.MaxPartitionSeries+1 {
+		t.Errorf("%d lag series, want %d and _other", series, promreg.MaxPartitionSeries)
+	}
+	// The three least lagging, s00 to s02, are folded.
+	for name, want := range map[string]float64{
+		"hyp_sink_lag_rows/s1/" + partition.Name(src(parts-1)): parts - 1,
+		"hyp_sink_lag_rows/s1/" + partition.Name(src(3)):       3,
+		"hyp_sink_lag_rows/s1/_other":                          0 + 1 + 2,
+		"hyp_sink_watermark_seq/s1/_other":                     float64(firstSeq),
+	} {
+		if got[name] != want {
+			t.Errorf("%s = %v, want %v", name, got[name], want)
+		}
+	}
+	// The rows were stamped by the wall clock, the age is taken on the test's.
+	if age := got["hyp_sink_oldest_unexported_age_seconds/s1/_other"]; age < 60 || age >= 61 {
+		t.Errorf("folded age %v, want s01's, about 60 s", age)
+	}
+	if _, ok := got["hyp_sink_lag_rows/s1/"+partition.Name(src(2))]; ok {
+		t.Errorf("s02 has a series of its own: %v", got)
 	}
 }
 

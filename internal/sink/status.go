@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/promreg"
 	"github.com/hyp-project/hyp/internal/watermark"
 )
 
@@ -183,7 +184,9 @@ func (lm *lagMemo) of(ctx context.Context, c Cache, instance string, cp cache.Pa
 }
 
 // positionCollector exports every sink's watermark, lag and oldest-unexported age per
-// partition at scrape time, from the same numbers `sink status` shows.
+// partition at scrape time, from the same numbers `sink status` shows. A dataset's
+// partitions beyond the promreg.MaxPartitionSeries with the most lag are folded into
+// partition="_other", so thousands of gateway partitions on a server stay a few series.
 type positionCollector struct{ d *Driver }
 
 var (
@@ -207,10 +210,41 @@ func (pc positionCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	for _, is := range st {
-		for _, p := range is.Partitions {
-			ch <- prometheus.MustNewConstMetric(watermarkDesc, prometheus.GaugeValue, float64(p.WatermarkSeq), is.Instance, p.Dataset, p.Partition)
-			ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, float64(p.LagRows), is.Instance, p.Dataset, p.Partition)
-			ch <- prometheus.MustNewConstMetric(oldestAgeDesc, prometheus.GaugeValue, p.OldestUnexportedAgeSeconds, is.Instance, p.Dataset, p.Partition)
+		group, rank := make([]string, len(is.Partitions)), make([]float64, len(is.Partitions))
+		for i, p := range is.Partitions {
+			group[i], rank[i] = p.Dataset, float64(p.LagRows)
+		}
+		// What the folded partitions say together: every row of theirs at or below the
+		// lowest watermark is exported, their lags add up, and the oldest row waits longest.
+		type folded struct {
+			watermark, lag int64
+			age            float64
+		}
+		others := map[string]*folded{}
+		var order []string // datasets with folded partitions, as they came
+		for i, keep := range promreg.Keep(group, rank) {
+			p := is.Partitions[i]
+			if keep {
+				ch <- prometheus.MustNewConstMetric(watermarkDesc, prometheus.GaugeValue, float64(p.WatermarkSeq), is.Instance, p.Dataset, p.Partition)
+				ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, float64(p.LagRows), is.Instance, p.Dataset, p.Partition)
+				ch <- prometheus.MustNewConstMetric(oldestAgeDesc, prometheus.GaugeValue, p.OldestUnexportedAgeSeconds, is.Instance, p.Dataset, p.Partition)
+				continue
+			}
+			o := others[p.Dataset]
+			if o == nil {
+				o = &folded{watermark: p.WatermarkSeq}
+				others[p.Dataset] = o
+				order = append(order, p.Dataset)
+			}
+			o.watermark = min(o.watermark, p.WatermarkSeq)
+			o.lag += p.LagRows
+			o.age = max(o.age, p.OldestUnexportedAgeSeconds)
+		}
+		for _, ds := range order {
+			o := others[ds]
+			ch <- prometheus.MustNewConstMetric(watermarkDesc, prometheus.GaugeValue, float64(o.watermark), is.Instance, ds, promreg.OtherPartition)
+			ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, float64(o.lag), is.Instance, ds, promreg.OtherPartition)
+			ch <- prometheus.MustNewConstMetric(oldestAgeDesc, prometheus.GaugeValue, o.age, is.Instance, ds, promreg.OtherPartition)
 		}
 	}
 }
