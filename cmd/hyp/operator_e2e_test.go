@@ -1058,7 +1058,7 @@ func TestHandEditedWatermarkIsHonoured(t *testing.T) {
 		})
 	}
 	// The busy web partition has a few files on the local-fs sink.
-	webDir := filepath.Join(root, "logs", "source=web")
+	webDir := filepath.Join(root, "logs", "_hyp_source=web")
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if es, _ := os.ReadDir(webDir); len(es) >= 4 {

@@ -1520,9 +1520,9 @@ func TestServerRunsItsOwnSinks(t *testing.T) {
 	files := localFiles(t, exports)
 	for _, bf := range files {
 		parts := strings.Split(bf.rel, "/")
-		if len(parts) != 4 || parts[0] != "logs" || !strings.HasPrefix(parts[1], "gateway=") || !gateways[strings.TrimPrefix(parts[1], "gateway=")] ||
-			!strings.HasPrefix(parts[2], "source=") || !partName.MatchString(parts[3]) {
-			t.Errorf("%q is not logs/gateway=<id>/source=<s>/part-<first>-<last>.jsonl.gz", bf.rel)
+		if len(parts) != 4 || parts[0] != "logs" || !strings.HasPrefix(parts[1], "_hyp_gateway=") || !gateways[strings.TrimPrefix(parts[1], "_hyp_gateway=")] ||
+			!strings.HasPrefix(parts[2], "_hyp_source=") || !partName.MatchString(parts[3]) {
+			t.Errorf("%q is not logs/_hyp_gateway=<id>/_hyp_source=<s>/part-<first>-<last>.jsonl.gz", bf.rel)
 			continue
 		}
 		rows, err := decodeJSONLGz(bf.data)
@@ -1530,7 +1530,7 @@ func TestServerRunsItsOwnSinks(t *testing.T) {
 			t.Fatalf("%s: %v", bf.rel, err)
 		}
 		for _, r := range rows {
-			if "source="+r.source != parts[2] {
+			if "_hyp_source="+r.source != parts[2] {
 				t.Errorf("%s holds a row of source %q", bf.rel, r.source)
 			}
 			seen[r.id]++
