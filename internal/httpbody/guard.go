@@ -11,11 +11,14 @@ import (
 	"time"
 )
 
-// Budget caps the body bytes that the requests of one listener hold in memory at once: the
-// body as read, or its decompressed form when it is compressed. Without it a few hundred
-// concurrent large bodies cost gigabytes; with it, a request whose next bytes would go
-// beyond the cap is refused with a retryable 503 instead. The buffers behind the counted
-// bytes grow by doubling, so the memory they take is at most about twice the cap.
+// Budget caps the bytes that the requests of one listener hold in memory at once: the body
+// as read, or its decompressed form when it is compressed, and what a handler decodes from
+// it (rows, a decoder's working memory), charged through the request's Meter before it is
+// allocated. Without it a few hundred concurrent large bodies cost gigabytes, and so does a
+// tiny OTLP body whose one resource every decoded row repeats; with it, a request whose next
+// bytes would go beyond the cap is refused with a retryable 503 instead, and one that would
+// hold more than the whole cap by itself with a 413. The body's buffers grow by doubling,
+// so the memory they take is at most about twice what is counted.
 //
 // A Budget belongs to one listener (make one per http.Server) and is safe for concurrent use.
 type Budget struct {
@@ -61,6 +64,42 @@ func (l *lease) take(n int) bool {
 	}
 	l.held += int64(n)
 	return true
+}
+
+// Meter is one request's account with its listener's Budget for memory beyond the body:
+// what a handler builds from the body. The zero Meter (a request not served through
+// Guard) charges nothing and never refuses. Only the request's handler goroutine uses it.
+type Meter struct{ l *lease }
+
+// MeterOf is r's Meter.
+func MeterOf(r *http.Request) Meter {
+	l, _ := r.Context().Value(leaseKey{}).(*lease)
+	return Meter{l: l}
+}
+
+// Charge takes n more bytes for the request before the caller allocates them, or returns
+// the *Error to answer with instead: 413 decoded_too_large when the request would hold more
+// than the whole budget by itself (it can never fit), 503 unavailable with Retry-After when
+// the listener's requests hold the budget now. What was charged is given back when the
+// request ends.
+func (m Meter) Charge(n int) error {
+	if m.l == nil || n <= 0 {
+		return nil
+	}
+	if m.l.held+int64(n) > m.l.b.limit {
+		return &Error{Status: http.StatusRequestEntityTooLarge, Kind: "decoded_too_large",
+			Msg: fmt.Sprintf("the request needs more than the receiver's %d bytes of memory for requests once decoded (its rows and the decoder's memory); send fewer records in a request", m.l.b.limit)}
+	}
+	if !m.l.take(n) {
+		return budgetSpent(m.l.b)
+	}
+	return nil
+}
+
+// budgetSpent is the reply to a request refused because the listener's budget is held.
+func budgetSpent(b *Budget) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Kind: "unavailable", RetryAfter: 1,
+		Msg: fmt.Sprintf("the receiver holds its limit of %d bytes of requests in memory; retry", b.Limit())}
 }
 
 // release gives back everything the request took.

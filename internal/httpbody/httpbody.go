@@ -1,7 +1,8 @@
 // Package httpbody owns what hyp's two HTTP receivers (the ingest API and `hyp server`)
 // share at the edge: reading a request body within a size limit, before and after gzip or
-// zstd decompression; bounding what bodies cost a listener (a per-listener Budget of bytes held
-// at once, and a Pace that cuts off a client sending too slowly, both applied by Guard);
+// zstd decompression; bounding what requests cost a listener (a per-listener Budget of bytes
+// held at once, bodies and what handlers decode from them through a request's Meter, and a
+// Pace that cuts off a client sending too slowly, both applied by Guard);
 // and the JSON error reply every non-200 answer carries. It never looks inside a body, and
 // never sizes a buffer from what a client declares (Content-Length): buffers grow only
 // with bytes that actually arrived.
@@ -13,7 +14,6 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -156,8 +156,7 @@ func Read(r *http.Request, max int64, tooLarge *Error) (*bytes.Buffer, *Error) {
 	case errors.Is(raw.err, errTooLarge), int64(buf.Len()) > max:
 		rerr = tooLarge
 	case errors.Is(err, errOverBudget):
-		rerr = &Error{Status: http.StatusServiceUnavailable, Kind: "unavailable", RetryAfter: 1,
-			Msg: fmt.Sprintf("the receiver holds its limit of %d bytes of request bodies; retry", l.b.Limit())}
+		rerr = budgetSpent(l.b)
 	case errors.Is(raw.err, errTooSlow):
 		rerr = &Error{Status: http.StatusRequestTimeout, Kind: "body_timeout", Msg: "reading the body: " + raw.err.Error()}
 	case raw.err != nil:

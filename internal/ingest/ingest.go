@@ -269,9 +269,15 @@ func (h *handler) otlpExport(w http.ResponseWriter, r *http.Request, ep endpoint
 		batch.Reset()
 		h.batches.Put(batch)
 	}()
-	err := batch.Decode(route.signal, contentType, buf.Bytes())
+	// The decoded model and the rows are charged to the listener's budget as they are
+	// allocated: a small body can decode into rows many times its size (SPEC 4).
+	err := batch.DecodeMetered(route.signal, contentType, buf.Bytes(), httpbody.MeterOf(r))
 	// Decoded rows copy what they need, so the buffer can go back before the store call.
 	httpbody.Release(buf)
+	var refused *httpbody.Error
+	if errors.As(err, &refused) {
+		return h.reject(w, dataset, refused)
+	}
 	if errors.Is(err, otlp.ErrUnsupportedMediaType) {
 		return h.reject(w, dataset, &httpbody.Error{Status: http.StatusUnsupportedMediaType, Kind: "unsupported_media_type", Msg: err.Error()})
 	}

@@ -245,8 +245,11 @@ func (d *jsonDecoder) rawString(unescape bool) []byte {
 func (d *jsonDecoder) unescape(start, j int) []byte {
 	a := d.a
 	out := len(a.scratch)
-	a.scratch = append(a.scratch, d.b[start:j]...)
+	a.scratch = append(grow(a, a.scratch, j-start), d.b[start:j]...)
 	for j < len(d.b) {
+		// The most one step appends: two runes from a surrogate pair that does not
+		// combine.
+		a.scratch = grow(a, a.scratch, 2*utf8.UTFMax)
 		c := d.b[j]
 		switch {
 		case c == '"':
@@ -623,7 +626,8 @@ func (d *jsonDecoder) base64() []byte {
 	}
 	a := d.a
 	out := len(a.scratch)
-	a.scratch = append(a.scratch, make([]byte, base64.StdEncoding.DecodedLen(len(s)))...)
+	n := base64.StdEncoding.DecodedLen(len(s))
+	a.scratch = append(grow(a, a.scratch, n), make([]byte, n)...)
 	n, err := base64.StdEncoding.Decode(a.scratch[out:], s)
 	if err != nil {
 		d.fail("%v", err)
@@ -712,7 +716,7 @@ func (d *jsonDecoder) resourceGroups(sig Signal) {
 	a := d.a
 	keys := scopeKeys[sig]
 	res := int32(len(a.resources))
-	a.resources = append(a.resources, list{})
+	a.resources = append(grow(a, a.resources, 1), list{})
 	var attrs list
 	if d.object() {
 		for first := true; ; {
@@ -839,7 +843,7 @@ func (d *jsonDecoder) scopeGroup(sig Signal, res int32) {
 		}
 	}
 	g.end = count()
-	a.groups = append(a.groups, g)
+	a.groups = append(grow(a, a.groups, 1), g)
 }
 
 func (d *jsonDecoder) scope(s *scope) {
@@ -1042,7 +1046,7 @@ func (d *jsonDecoder) logRecord() {
 			}
 		}
 	}
-	d.a.logs = append(d.a.logs, lr)
+	d.a.logs = append(grow(d.a, d.a.logs, 1), lr)
 }
 
 func (d *jsonDecoder) span() {
@@ -1101,7 +1105,7 @@ func (d *jsonDecoder) span() {
 		}
 	}
 	s.eventsEnd, s.linksEnd = int32(len(a.events)), int32(len(a.links))
-	a.spans = append(a.spans, s)
+	a.spans = append(grow(a, a.spans, 1), s)
 }
 
 func (d *jsonDecoder) status(s *span) {
@@ -1146,7 +1150,7 @@ func (d *jsonDecoder) event() {
 			}
 		}
 	}
-	d.a.events = append(d.a.events, ev)
+	d.a.events = append(grow(d.a, d.a.events, 1), ev)
 }
 
 func (d *jsonDecoder) link() {
@@ -1175,7 +1179,7 @@ func (d *jsonDecoder) link() {
 			}
 		}
 	}
-	d.a.links = append(d.a.links, l)
+	d.a.links = append(grow(d.a, d.a.links, 1), l)
 }
 
 func (d *jsonDecoder) metric() {
@@ -1210,7 +1214,7 @@ func (d *jsonDecoder) metric() {
 			}
 		}
 	}
-	d.a.metrics = append(d.a.metrics, m)
+	d.a.metrics = append(grow(d.a, d.a.metrics, 1), m)
 }
 
 // metricData reads a Gauge, Sum, Histogram, ExponentialHistogram or Summary,
@@ -1323,9 +1327,9 @@ func (d *jsonDecoder) point(typ metricType) {
 				d.u64s(&pt.counts)
 			case pfBounds:
 				if d.array() {
-					a.f64s = toTail(a.f64s, &pt.bounds)
+					a.f64s = toTail(a, a.f64s, &pt.bounds)
 					for first := true; d.elem(&first); {
-						a.f64s = append(a.f64s, d.double())
+						a.f64s = append(grow(a, a.f64s, 1), d.double())
 					}
 					pt.bounds.end = int32(len(a.f64s))
 				}
@@ -1350,7 +1354,7 @@ func (d *jsonDecoder) point(typ metricType) {
 			}
 		}
 	}
-	a.points = append(a.points, pt)
+	a.points = append(grow(a, a.points, 1), pt)
 }
 
 // u64s appends an array of integers to the list r.
@@ -1359,9 +1363,9 @@ func (d *jsonDecoder) u64s(r *span32) {
 	if !d.array() {
 		return
 	}
-	a.u64s = toTail(a.u64s, r)
+	a.u64s = toTail(a, a.u64s, r)
 	for first := true; d.elem(&first); {
-		a.u64s = append(a.u64s, d.u64())
+		a.u64s = append(grow(a, a.u64s, 1), d.u64())
 	}
 	r.end = int32(len(a.u64s))
 }
@@ -1433,5 +1437,5 @@ func (d *jsonDecoder) exemplar() {
 			}
 		}
 	}
-	d.a.exemplars = append(d.a.exemplars, ex)
+	d.a.exemplars = append(grow(d.a, d.a.exemplars, 1), ex)
 }

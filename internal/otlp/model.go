@@ -1,6 +1,9 @@
 package otlp
 
-import "math"
+import (
+	"math"
+	"unsafe"
+)
 
 // The decoders (protobuf and JSON) parse a whole request into this model
 // before any row is written, because both encodings allow the resource and
@@ -181,30 +184,93 @@ type arena struct {
 	f64s      []float64
 	seen      map[string]struct{} // for de-duplicating long attribute lists
 	sources   []string            // partition source of each resource, once computed
-	offs      []int               // row ends, while rows are written
+	offs      []int               // row ends in the open chunk, while rows are written
+	// meter is charged for the arena's and the rows' memory before it is allocated;
+	// nil charges nothing.
+	meter Meter
+}
+
+// Meter is charged for a request's memory beyond its body before the memory is
+// allocated: the decoded model and the rows written from it (SPEC 4: a request costs
+// what it is, and OTLP rows repeat their resource's and scope's fields). An error from
+// Charge ends the decoding; Decode returns it as it is (wrapped), so the caller can
+// answer with it. httpbody.Meter is the listener's.
+type Meter interface {
+	Charge(n int) error
+}
+
+// meterAbort carries a refused charge out of the decoders. They descend recursively
+// and append at dozens of places; a refusal ends the request, so unwinding with a
+// panic that Batch.Decode recovers costs nothing on the path that succeeds, where an
+// error threaded through every append would cost a branch on each.
+type meterAbort struct{ err error }
+
+// charge charges n bytes to the meter, or unwinds the decoding with meterAbort.
+func (a *arena) charge(n int) {
+	if a.meter == nil || n <= 0 {
+		return
+	}
+	if err := a.meter.Charge(n); err != nil {
+		panic(meterAbort{err})
+	}
+}
+
+// grow returns s with room for extra more elements. A reallocation is charged in
+// full before it is made: the array it replaces is garbage but still memory until
+// the collector runs.
+func grow[T any](a *arena, s []T, extra int) []T {
+	if cap(s)-len(s) >= extra {
+		return s
+	}
+	return regrow(a, s, extra)
+}
+
+func regrow[T any](a *arena, s []T, extra int) []T {
+	n := max(2*cap(s), len(s)+extra, 16)
+	var zero T
+	a.charge(n * int(unsafe.Sizeof(zero)))
+	ns := make([]T, len(s), n)
+	copy(ns, s)
+	return ns
+}
+
+// maxKeptSlice bounds what each of an arena's slices keeps across reset, so a pooled
+// arena never pins the model of one unusually large request (its growth was charged
+// to that request alone).
+const maxKeptSlice = 4 << 20
+
+// trim empties s, dropping it when its array is over maxKeptSlice bytes.
+func trim[T any](s []T) []T {
+	var zero T
+	if cap(s)*int(unsafe.Sizeof(zero)) > maxKeptSlice {
+		return nil
+	}
+	return s[:0]
 }
 
 func (a *arena) reset() {
-	a.nodes = a.nodes[:0]
-	a.scratch = a.scratch[:0]
-	a.resources = a.resources[:0]
-	a.groups = a.groups[:0]
-	a.logs = a.logs[:0]
-	a.spans = a.spans[:0]
-	a.events = a.events[:0]
-	a.links = a.links[:0]
-	a.metrics = a.metrics[:0]
-	a.points = a.points[:0]
-	a.exemplars = a.exemplars[:0]
-	a.u64s = a.u64s[:0]
-	a.f64s = a.f64s[:0]
+	a.nodes = trim(a.nodes)
+	a.scratch = trim(a.scratch)
+	a.resources = trim(a.resources)
+	a.groups = trim(a.groups)
+	a.logs = trim(a.logs)
+	a.spans = trim(a.spans)
+	a.events = trim(a.events)
+	a.links = trim(a.links)
+	a.metrics = trim(a.metrics)
+	a.points = trim(a.points)
+	a.exemplars = trim(a.exemplars)
+	a.u64s = trim(a.u64s)
+	a.f64s = trim(a.f64s)
+	a.offs = trim(a.offs)
 	clear(a.sources)
 	a.sources = a.sources[:0]
+	a.meter = nil
 }
 
 // newNode appends an empty node and returns its index.
 func (a *arena) newNode() int32 {
-	a.nodes = append(a.nodes, node{})
+	a.nodes = append(grow(a, a.nodes, 1), node{})
 	return int32(len(a.nodes) - 1)
 }
 
@@ -239,13 +305,15 @@ func (a *arena) records(sig Signal) int {
 
 // toTail makes the list r of s end at the end of s, moving it there if
 // other lists were appended since, so it can grow in place.
-func toTail[T any](s []T, r *span32) []T {
+func toTail[T any](a *arena, s []T, r *span32) []T {
 	n := int32(len(s))
 	switch {
 	case r.start == r.end:
 		r.start, r.end = n, n
 	case r.end != n:
-		s = append(s, s[r.start:r.end]...)
+		// A body can interleave two lists' entries to have them moved again and
+		// again, so the copies are charged like any other growth.
+		s = append(grow(a, s, int(r.end-r.start)), s[r.start:r.end]...)
 		r.start, r.end = n, int32(len(s))
 	}
 	return s
@@ -253,15 +321,15 @@ func toTail[T any](s []T, r *span32) []T {
 
 func (a *arena) appendFixed64(double bool, v uint64) {
 	if double {
-		a.f64s = append(a.f64s, math.Float64frombits(v))
+		a.f64s = append(grow(a, a.f64s, 1), math.Float64frombits(v))
 	} else {
-		a.u64s = append(a.u64s, v)
+		a.u64s = append(grow(a, a.u64s, 1), v)
 	}
 }
 
 // appendQuantile adds one (quantile, value) pair to pt.
 func (a *arena) appendQuantile(pt *point, q, v float64) {
-	a.f64s = toTail(a.f64s, &pt.quantiles)
-	a.f64s = append(a.f64s, q, v)
+	a.f64s = toTail(a, a.f64s, &pt.quantiles)
+	a.f64s = append(grow(a, a.f64s, 2), q, v)
 	pt.quantiles.end = int32(len(a.f64s))
 }

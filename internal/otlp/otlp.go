@@ -114,27 +114,36 @@ const (
 // cache.RowJSON turns it into the JSON object the row shapes above describe.
 type Row = cache.Row
 
-// Batch holds the rows of one decoded request and the buffer their lines
+// Batch holds the rows of one decoded request and the buffers their lines
 // share. Decoding into a Batch that held an earlier request reuses its
 // memory, so a busy endpoint does not allocate every request's rows anew;
 // the earlier rows are overwritten.
 type Batch struct {
 	Rows []Row
 	// Groups are the same rows framed for cache.IngestRowGroups: a group for each run of
-	// rows of one source, its body the rows' memory itself.
+	// rows of one source within one of the buffers, its body the rows' memory itself.
 	Groups []cache.RowGroup
-	buf    []byte
+	// chunks are the buffers the rows are written in. Rows go into chunks of
+	// chunkBytes rather than one buffer grown by doubling, so what a request's rows
+	// take is charged to its Meter as it is allocated, never twice over by copies.
+	chunks [][]byte
 }
 
-// maxKept bounds the buffer a Batch keeps across Reset, so a Batch kept for
+// maxKept bounds the memory a Batch keeps across Reset, so a Batch kept for
 // reuse never pins the memory of one unusually large request.
 const maxKept = 4 << 20
 
-// Reset empties b for reuse, dropping buffers over maxKept.
+// Reset empties b for reuse, dropping buffers beyond maxKept.
 func (b *Batch) Reset() {
-	if cap(b.buf) > maxKept {
-		b.buf = nil
+	kept, total := b.chunks[:0], 0
+	for _, c := range b.chunks {
+		if total+cap(c) <= maxKept {
+			kept = append(kept, c[:0])
+			total += cap(c)
+		}
 	}
+	clear(b.chunks[len(kept):])
+	b.chunks = kept
 	if cap(b.Rows)*int(unsafe.Sizeof(Row{})) > maxKept {
 		b.Rows = nil
 	}
@@ -169,6 +178,13 @@ func Decode(sig Signal, contentType string, body []byte) ([]Row, error) {
 // memory b keeps for the next request, and b.Groups the same rows framed for
 // the cache. On error both are empty.
 func (b *Batch) Decode(sig Signal, contentType string, body []byte) error {
+	return b.DecodeMetered(sig, contentType, body, nil)
+}
+
+// DecodeMetered is Decode with the memory it allocates beyond the body (the
+// decoded model and the rows) charged to m first; nil charges nothing. When m
+// refuses a charge, decoding stops there and the error wraps m's.
+func (b *Batch) DecodeMetered(sig Signal, contentType string, body []byte, m Meter) (err error) {
 	b.Rows, b.Groups = b.Rows[:0], b.Groups[:0]
 	isJSON, err := parseContentType(contentType)
 	if err != nil {
@@ -180,6 +196,20 @@ func (b *Batch) Decode(sig Signal, contentType string, body []byte) error {
 	a := arenas.Get().(*arena)
 	defer arenas.Put(a)
 	a.reset()
+	a.meter = m
+	defer func() {
+		a.meter = nil
+		r := recover()
+		if r == nil {
+			return
+		}
+		abort, ok := r.(meterAbort)
+		if !ok {
+			panic(r)
+		}
+		b.Reset()
+		err = fmt.Errorf("otlp: decoding the %s request: %w", sig, abort.err)
+	}()
 	format := "protobuf"
 	if isJSON {
 		format = "JSON"
@@ -194,8 +224,8 @@ func (b *Batch) Decode(sig Signal, contentType string, body []byte) error {
 	}
 	// Rows repeat the resource and scope fields in each record and spell
 	// out names protobuf numbers, so they outgrow a protobuf body; JSON
-	// bodies are wordier than the rows. Sizing the buffer so saves most
-	// regrowth.
+	// bodies are wordier than the rows. Sizing the first buffer so saves
+	// most regrowth.
 	hint := len(body) + 512
 	if !isJSON {
 		hint += len(body)

@@ -258,7 +258,7 @@ func (d *protoDecoder) decodeRequest(sig Signal, body []byte) error {
 func (d *protoDecoder) resourceGroups(sig Signal, buf []byte) error {
 	a := d.a
 	res := int32(len(a.resources))
-	a.resources = append(a.resources, list{})
+	a.resources = append(grow(a, a.resources, 1), list{})
 	var attrs list
 	first := len(a.groups)
 	var deprecated []group
@@ -287,7 +287,7 @@ func (d *protoDecoder) resourceGroups(sig Signal, buf []byte) error {
 			}
 			if num == 1000 {
 				// Move it aside; it only counts if no current group comes.
-				deprecated = append(deprecated, a.groups[len(a.groups)-1])
+				deprecated = append(grow(a, deprecated, 1), a.groups[len(a.groups)-1])
 				a.groups = a.groups[:len(a.groups)-1]
 			}
 		case 3:
@@ -302,7 +302,7 @@ func (d *protoDecoder) resourceGroups(sig Signal, buf []byte) error {
 	}
 	a.resources[res] = attrs
 	if len(a.groups) == first {
-		a.groups = append(a.groups, deprecated...)
+		a.groups = append(grow(a, a.groups, len(deprecated)), deprecated...)
 	}
 	return nil
 }
@@ -409,7 +409,7 @@ func (d *protoDecoder) scopeGroup(sig Signal, buf []byte, res int32) error {
 	default:
 		g.end = int32(len(a.metrics))
 	}
-	a.groups = append(a.groups, g)
+	a.groups = append(grow(a, a.groups, 1), g)
 	return nil
 }
 
@@ -655,7 +655,7 @@ func (d *protoDecoder) logRecord(buf []byte) error {
 			return err
 		}
 	}
-	d.a.logs = append(d.a.logs, lr)
+	d.a.logs = append(grow(d.a, d.a.logs, 1), lr)
 	return nil
 }
 
@@ -723,7 +723,7 @@ func (d *protoDecoder) span(buf []byte) error {
 		}
 	}
 	s.eventsEnd, s.linksEnd = int32(len(a.events)), int32(len(a.links))
-	a.spans = append(a.spans, s)
+	a.spans = append(grow(a, a.spans, 1), s)
 	return nil
 }
 
@@ -778,7 +778,7 @@ func (d *protoDecoder) event(buf []byte) error {
 			return err
 		}
 	}
-	d.a.events = append(d.a.events, ev)
+	d.a.events = append(grow(d.a, d.a.events, 1), ev)
 	return nil
 }
 
@@ -812,7 +812,7 @@ func (d *protoDecoder) link(buf []byte) error {
 			return err
 		}
 	}
-	d.a.links = append(d.a.links, l)
+	d.a.links = append(grow(d.a, d.a.links, 1), l)
 	return nil
 }
 
@@ -845,7 +845,7 @@ func (d *protoDecoder) metric(buf []byte) error {
 			return err
 		}
 	}
-	d.a.metrics = append(d.a.metrics, m)
+	d.a.metrics = append(grow(d.a, d.a.metrics, 1), m)
 	return nil
 }
 
@@ -1005,7 +1005,7 @@ func (d *protoDecoder) point(buf []byte, typ metricType) error {
 			return err
 		}
 	}
-	a.points = append(a.points, pt)
+	a.points = append(grow(a, a.points, 1), pt)
 	return nil
 }
 
@@ -1041,9 +1041,9 @@ func (d *protoDecoder) fixed64s(p *pbuf, wt int8, pt *point, bounds bool) error 
 		*r = span32{} // replaced, not merged
 	}
 	if bounds {
-		a.f64s = toTail(a.f64s, r)
+		a.f64s = toTail(a, a.f64s, r)
 	} else {
-		a.u64s = toTail(a.u64s, r)
+		a.u64s = toTail(a, a.u64s, r)
 	}
 	for i := 0; i < len(packed); i += 8 {
 		a.appendFixed64(bounds, binary.LittleEndian.Uint64(packed[i:]))
@@ -1075,7 +1075,7 @@ func (d *protoDecoder) buckets(buf []byte, b *buckets) error {
 			v, err = p.varint(wt)
 			b.offset = zigzag32(v)
 		case 2:
-			a.u64s = toTail(a.u64s, &b.counts)
+			a.u64s = toTail(a, a.u64s, &b.counts)
 			switch wt {
 			case wtLen:
 				var packed []byte
@@ -1086,13 +1086,13 @@ func (d *protoDecoder) buckets(buf []byte, b *buckets) error {
 				for q.more() && err == nil {
 					var v uint64
 					if v, err = q.rawVarint(); err == nil {
-						a.u64s = append(a.u64s, v)
+						a.u64s = append(grow(a, a.u64s, 1), v)
 					}
 				}
 			case wtVarint:
 				var v uint64
 				if v, err = p.rawVarint(); err == nil {
-					a.u64s = append(a.u64s, v)
+					a.u64s = append(grow(a, a.u64s, 1), v)
 				}
 			default:
 				err = wrongType(wt)
@@ -1164,6 +1164,6 @@ func (d *protoDecoder) exemplar(buf []byte) error {
 			return err
 		}
 	}
-	d.a.exemplars = append(d.a.exemplars, ex)
+	d.a.exemplars = append(grow(d.a, d.a.exemplars, 1), ex)
 	return nil
 }

@@ -7,34 +7,59 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/hyp-project/hyp/internal/cache"
 	"github.com/hyp-project/hyp/internal/partition"
 )
 
 // rowWriter renders the rows of one decoded request, in the cache's row form,
-// into one buffer that all the rows share.
+// into chunks of memory that the rows of a chunk share.
 type rowWriter struct {
-	a      *arena
-	w      jsonWriter
-	prefix []byte
-	offs   []int // end offset of each row in w.b
-	rowAt  int   // where the open row's frame starts
-	rows   []Row
+	a *arena
+	b *Batch
+	w jsonWriter
+	// prefix is the fields every row of the open scope begins with (resource and
+	// scope); metricPrefix those every row of the open metric goes on with.
+	prefix, metricPrefix []byte
+	// prefixCap and metricPrefixCap are the prefixes' capacities as charged.
+	prefixCap, metricPrefixCap int
+	offs                       []int    // end offset of each row of the open chunk in w.b
+	chunkRow                   int      // the open chunk's first row
+	charged                    int      // the open chunk's capacity as charged to the meter
+	spare                      [][]byte // the Batch's kept chunks not yet used
+	rowAt                      int      // where the open row's frame starts
+	rows                       []Row
+	groups                     []cache.RowGroup
 }
 
+// chunkBytes is the size of the chunks rows are written in past the first: large
+// enough that the rows of most requests make one group per source for the cache
+// to log as it is, small enough that the last chunk's slack is no concern.
+const chunkBytes = 4 << 20
+
+// minFirstChunk is the least the first chunk is given, so that a small request's
+// rows rarely need a second one.
+const minFirstChunk = 64 << 10
+
+// rowSlack is room enough for most rows' own fields past their prefixes; a row
+// that needs more grows its chunk while it is written.
+const rowSlack = 1 << 10
+
 // write renders the rows of the request in a into b, whose lines take about
-// sizeHint bytes.
+// sizeHint bytes. Every allocation is charged to a's meter before it is made,
+// except a chunk's regrowth inside a row that outgrew rowSlack, charged once the
+// row is written: it is bounded by that row, hence by the body.
 func (a *arena) write(b *Batch, sig Signal, sizeHint int) {
 	n := a.records(sig)
-	rw := rowWriter{a: a, offs: a.offs[:0], rows: b.Rows[:0]}
+	rw := rowWriter{a: a, b: b, offs: a.offs[:0], rows: b.Rows[:0], groups: b.Groups[:0], spare: b.chunks}
 	if cap(rw.rows) < n {
+		a.charge(n * int(unsafe.Sizeof(Row{})))
 		rw.rows = make([]Row, 0, n)
 	}
-	rw.w = jsonWriter{b: b.buf[:0], fields: true}
-	if cap(rw.w.b) < sizeHint {
-		rw.w.b = make([]byte, 0, sizeHint)
-	}
+	b.chunks = nil // the chunks this request uses, and the kept ones it does not
+	rw.w = jsonWriter{fields: true}
+	rw.nextChunk(min(max(sizeHint, minFirstChunk), chunkBytes))
 	for gi := range a.groups {
 		g := &a.groups[gi]
 		src := a.source(g.res)
@@ -56,25 +81,67 @@ func (a *arena) write(b *Batch, sig Signal, sizeHint int) {
 			}
 		}
 	}
-	// Each row is framed as a cache.RowGroup's body frames it, and the rows of one source
-	// that follow one another make one group, so the cache can log the buffer as it is.
-	groups := b.Groups[:0]
+	rw.seal()
+	b.chunks = append(b.chunks, rw.spare...)
+	a.offs = rw.offs
+	b.Rows, b.Groups = rw.rows, rw.groups
+}
+
+// nextChunk seals the open chunk and opens one with room for at least need
+// bytes: a kept one when one is large enough, else a new one. Either is charged
+// first: a kept chunk is memory the request holds while it lasts, too.
+func (rw *rowWriter) nextChunk(need int) {
+	first := rw.w.b == nil
+	if !first {
+		rw.seal()
+	}
+	var c []byte
+	for len(rw.spare) > 0 && c == nil {
+		if cap(rw.spare[0]) >= need {
+			c = rw.spare[0][:0]
+		} else {
+			rw.b.chunks = append(rw.b.chunks, rw.spare[0][:0]) // kept for the next request
+		}
+		rw.spare = rw.spare[1:]
+	}
+	if c == nil {
+		size := need // the first chunk is sized by the hint
+		if !first {
+			size = max(need, chunkBytes)
+		}
+		rw.a.charge(size)
+		c = make([]byte, 0, size)
+	} else {
+		rw.a.charge(cap(c))
+	}
+	rw.w.b = c
+	rw.charged = cap(c)
+	rw.chunkRow = len(rw.rows)
+	rw.offs = rw.offs[:0]
+}
+
+// seal frames the open chunk's rows: each as a cache.RowGroup's body frames it,
+// and the rows of one source that follow one another in the chunk make one
+// group, so the cache can log the chunk as it is.
+func (rw *rowWriter) seal() {
+	buf := rw.w.b
 	start, groupStart := 0, 0
 	for i, end := range rw.offs {
-		row := &rw.rows[i]
-		row.Line = rw.w.b[start+4 : end : end]
-		if n := len(groups); n > 0 && groups[n-1].Source == row.Source {
-			groups[n-1].Rows++
+		row := &rw.rows[rw.chunkRow+i]
+		row.Line = buf[start+4 : end : end]
+		if n := len(rw.groups); i > 0 && rw.groups[n-1].Source == row.Source {
+			rw.groups[n-1].Rows++
 		} else {
-			groups = append(groups, cache.RowGroup{Source: row.Source})
+			rw.groups = append(rw.groups, cache.RowGroup{Source: row.Source})
 			groupStart = start
-			groups[n].Rows = 1
+			rw.groups[n].Rows = 1
 		}
-		groups[len(groups)-1].Body = rw.w.b[groupStart:end:end]
+		rw.groups[len(rw.groups)-1].Body = buf[groupStart:end:end]
 		start = end
 	}
-	a.offs = rw.offs
-	b.Rows, b.Groups, b.buf = rw.rows, groups, rw.w.b
+	rw.b.chunks = append(rw.b.chunks, buf)
+	rw.chunkRow = len(rw.rows)
+	rw.offs = rw.offs[:0]
 }
 
 // setScope renders the fields shared by every record of one scope.
@@ -86,20 +153,41 @@ func (rw *rowWriter) setScope(g *group) {
 	w.attrsField(rw.a, "scope_attributes", g.scope.attrs)
 	w.endField()
 	rw.prefix = w.b
+	// What the prefix repeats in every row is charged with the chunks the rows
+	// are written in; the prefix itself when its buffer grows.
+	rw.a.chargeGrowth(&rw.prefixCap, cap(rw.prefix))
 }
 
 // begin starts a record row and returns the writer to add its fields to.
 func (rw *rowWriter) begin(source string) *jsonWriter {
+	if need := len(rw.prefix) + len(rw.metricPrefix) + rowSlack; cap(rw.w.b)-len(rw.w.b) < need {
+		rw.nextChunk(need)
+	}
 	rw.rows = append(rw.rows, Row{Source: source})
 	rw.w.b, rw.rowAt = cache.BeginRow(rw.w.b)
 	rw.w.b = append(rw.w.b, rw.prefix...)
+	rw.w.b = append(rw.w.b, rw.metricPrefix...)
 	return &rw.w
 }
 
 func (rw *rowWriter) end() {
 	rw.w.endField()
 	cache.EndRow(rw.w.b, rw.rowAt)
-	rw.offs = append(rw.offs, len(rw.w.b))
+	rw.offs = append(grow(rw.a, rw.offs, 1), len(rw.w.b))
+	// A row that outgrew its chunk while it was written had append move the chunk
+	// to a larger array.
+	rw.a.chargeGrowth(&rw.charged, cap(rw.w.b))
+}
+
+// chargeGrowth charges a buffer that append grew past the capacity *charged, in
+// full (the array it replaced is garbage but memory until the collector runs).
+// It is charged after the fact: the buffers it is used for grow only by what a
+// record's own fields take, which the body bounds.
+func (a *arena) chargeGrowth(charged *int, c int) {
+	if c > *charged {
+		a.charge(c)
+		*charged = c
+	}
 }
 
 // source is the partition source of resource r, computed once per
@@ -313,16 +401,23 @@ func (rw *rowWriter) writeMetricPoints(src string, m *metric) {
 		return // a metric without data has no data point, hence no row
 	}
 	a := rw.a
+	// The metric's own fields are rendered once and repeated in each point's row,
+	// as a scope's are.
+	mw := jsonWriter{b: rw.metricPrefix[:0], fields: true}
+	mw.key("metric_name")
+	mw.bytesStr(m.name)
+	mw.bytesField("metric_description", m.desc)
+	mw.bytesField("metric_unit", m.unit)
+	mw.key("metric_type")
+	mw.str(metricTypeNames[m.typ])
+	mw.attrsField(a, "metric_metadata", m.metadata)
+	mw.endField()
+	rw.metricPrefix = mw.b
+	a.chargeGrowth(&rw.metricPrefixCap, cap(rw.metricPrefix))
+	defer func() { rw.metricPrefix = rw.metricPrefix[:0] }()
 	for i := m.points; i < m.end; i++ {
 		pt := &a.points[i]
 		w := rw.begin(src)
-		w.key("metric_name")
-		w.bytesStr(m.name)
-		w.bytesField("metric_description", m.desc)
-		w.bytesField("metric_unit", m.unit)
-		w.key("metric_type")
-		w.str(metricTypeNames[m.typ])
-		w.attrsField(a, "metric_metadata", m.metadata)
 		w.timeField("start_time", pt.start)
 		w.timeField("time", pt.time)
 		w.attrsField(a, "attributes", pt.attrs)

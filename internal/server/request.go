@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/http"
@@ -253,6 +254,39 @@ func parseRows(body []byte, first, last int64, form rowForm, incarnation string)
 	return parseRowsIn(body, first, last, form, incarnation, parseParts(len(body)))
 }
 
+// rowsBound bounds what parse writes for body from incarnation's sender: the rows' bytes,
+// at most the body's plus the origin fields and the frame each row gains, and how many
+// rows there are. Every row ends at a newline but the last, and none is shorter than
+// minRowBytes, so both bound the rows.
+func rowsBound(body []byte, incarnation string) (size, rows int) {
+	const perField = binary.MaxVarintLen16 + 5 // a field's frame (cache.BeginField) past its key
+	gain := 4 + perField + len(originSeqColumn) + 20
+	if incarnation != "" {
+		gain += perField + len(originIncarnationColumn) + len(incarnation) + 2
+	}
+	rows = min(bytes.Count(body, []byte{'\n'}), len(body)/minRowBytes) + 1
+	return len(body) + rows*gain, rows
+}
+
+// parseCost bounds what parseRows allocates for body: its rows and a seq, an end and a
+// time per row, twice over when the body is parsed in pieces that join copies into one
+// chunk.
+func parseCost(body []byte, incarnation string) int {
+	return parseCostIn(body, incarnation, parseParts(len(body)))
+}
+
+// parseCostIn is parseCost for a body parsed in parts pieces.
+func parseCostIn(body []byte, incarnation string, parts int) int {
+	size, rows := rowsBound(body, incarnation)
+	// 64 KiB more for the chunk and the pieces themselves and the rounding of each
+	// allocation up to the allocator's size classes and pages.
+	cost := size + rows*3*8 + 64<<10
+	if parts > 1 {
+		cost *= 2
+	}
+	return cost
+}
+
 // minPartBytes is the least body a parse piece gets: below it a goroutine costs more than
 // it saves.
 const minPartBytes = 1 << 20
@@ -319,12 +353,12 @@ func (p *piece) parse(first, last int64, form rowForm, incarnation string, lead 
 	p.c = c
 	c.framed = form == cacheRows
 	body := p.body
-	// Either form is about the size of the JSON: the row form spends a length per field
-	// instead of quotes and separators, and the two fields that go make room for it.
-	c.rows = slices.Grow(c.rows[:0], len(body)+len(body)/8+64)
+	// Sized once to what the rows can take, so that what parseCost charged covers it and
+	// the rows never regrow.
+	size, n := rowsBound(body, incarnation)
+	c.rows = slices.Grow(c.rows[:0], size)
 	// The declared range bounds the rows too, but only once parsed: the headers' seqs are
 	// non-negative with first <= last, so last-first does not overflow, though +1 might.
-	n := len(body)/minRowBytes + 1
 	if last-first < int64(n) {
 		n = int(last-first) + 1
 	}
@@ -475,6 +509,17 @@ func join(body []byte, pieces []piece, first, last int64) (*chunk, *httpbody.Err
 	lineOf := func(p *piece, line int) int { return bytes.Count(body[:p.start], []byte{'\n'}) + line }
 	fail := func(p *piece, e *rowErr) *httpbody.Error {
 		return &httpbody.Error{Status: http.StatusBadRequest, Kind: e.kind, Line: lineOf(p, e.line), Msg: e.msg}
+	}
+	if len(pieces) > 1 {
+		// One allocation each for what the pieces hold together, which parseCost charged.
+		var size, rows int
+		for i := range pieces {
+			size, rows = size+len(pieces[i].c.rows), rows+len(pieces[i].c.seqs)
+		}
+		c.rows = slices.Grow(c.rows, size-len(c.rows))
+		c.ends = slices.Grow(c.ends, rows-len(c.ends))
+		c.seqs = slices.Grow(c.seqs, rows-len(c.seqs))
+		c.ats = slices.Grow(c.ats, rows-len(c.ats))
 	}
 	var prev int64 // the last seq of the rows so far; 0 before the first
 	var lastPiece *piece

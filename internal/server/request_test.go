@@ -1,7 +1,10 @@
 package server
 
 import (
+	"bytes"
 	"encoding/binary"
+	"fmt"
+	"runtime"
 	"net/http"
 	"slices"
 	"strings"
@@ -216,6 +219,47 @@ func TestParseRowsInPieces(t *testing.T) {
 				t.Fatalf("error %+v", *rerr)
 			case tc.kind != "" && (rerr == nil || rerr.Kind != tc.kind):
 				t.Fatalf("error %v, want %s", rerr, tc.kind)
+			}
+		})
+	}
+}
+
+// TestParseCostBoundsWhatParsingAllocates: what parseRows allocates for a body, shortest
+// rows with a long incarnation included, is within what parseCost charged the listener's
+// budget before it.
+func TestParseCostBoundsWhatParsingAllocates(t *testing.T) {
+	const at = `"_hyp_ingested_at":"2026-12-04T10:00:00.000001Z"`
+	incarnation := strings.Repeat("a", 128)
+	cases := []struct {
+		name string
+		row  func(seq int) string
+	}{
+		{"shortest rows", func(seq int) string { return fmt.Sprintf(`{"_hyp_ingest_seq":%d,%s}`, seq, at) }},
+		{"ordinary rows", func(seq int) string {
+			return fmt.Sprintf(`{"_hyp_ingest_seq":%d,%s,"level":"info","msg":"request handled in %d ms","attrs":{"path":"/api"}}`, seq, at, seq%97)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			const n = 50_000
+			for seq := 1; seq <= n; seq++ {
+				b.WriteString(tc.row(seq) + "\n")
+			}
+			body := b.Bytes()
+			for _, parts := range []int{1, 2} {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				c, rerr := parseRowsIn(body, 1, n, cacheRows, incarnation, parts)
+				runtime.ReadMemStats(&after)
+				if rerr != nil {
+					t.Fatal(rerr)
+				}
+				c.release()
+				if got, charged := after.TotalAlloc-before.TotalAlloc, parseCostIn(body, incarnation, parts); got > uint64(charged) {
+					t.Errorf("parsing %d bytes in %d pieces allocated %d, parseCost charged %d", len(body), parts, got, charged)
+				}
 			}
 		})
 	}

@@ -227,6 +227,13 @@ func (h *handler) ingest(w http.ResponseWriter, r *http.Request, dataset string)
 	if ie := cache.CheckDataset(dataset); ie != nil {
 		return h.poison(w, "", fw, &httpbody.Error{Status: http.StatusBadRequest, Kind: ie.Kind, Msg: ie.Msg})
 	}
+	// What parsing builds from the body is charged to the listener's budget before it is
+	// built (SPEC 4): a body of short rows grows by the origin fields each row gains.
+	if err := httpbody.MeterOf(r).Charge(parseCost(body, fw.incarnation)); err != nil {
+		var he *httpbody.Error
+		errors.As(err, &he)
+		return h.reject(w, he)
+	}
 	start = time.Now()
 	ch, rerr := parseRows(body, fw.first, fw.last, h.form, fw.incarnation)
 	h.metrics.since("parse", start)

@@ -1,0 +1,115 @@
+package ingest
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
+
+	"github.com/hyp-project/hyp/internal/httpbody"
+)
+
+// wideLogs is a protobuf logs request of n empty records under one resource with an
+// attribute of attrBytes, which every decoded row repeats.
+func wideLogs(t *testing.T, n, attrBytes int) []byte {
+	ld := plog.NewLogs()
+	rl := ld.ResourceLogs().AppendEmpty()
+	rl.Resource().Attributes().PutStr("big", strings.Repeat("x", attrBytes))
+	lrs := rl.ScopeLogs().AppendEmpty().LogRecords()
+	for range n {
+		lrs.AppendEmpty()
+	}
+	b, err := plogotlp.NewExportRequestFromLogs(ld).MarshalProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// guarded is the handler behind httpbody.Guard with a budget of limit bytes.
+func guarded(t *testing.T, limit int64) (*testHandler, http.Handler, *httpbody.Budget) {
+	budget, err := httpbody.NewBudget(limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := newTestHandler(t, 16<<20, func(o *Options) { o.Budget = budget })
+	h, err := httpbody.Guard(th, budget, httpbody.Pace{Grace: time.Minute, MinRate: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return th, h, budget
+}
+
+func post(h http.Handler, path string, body []byte) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+func errorKind(t *testing.T, rec *httptest.ResponseRecorder) string {
+	var e struct{ Error string }
+	if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil {
+		t.Fatalf("reply %q: %v", rec.Body, err)
+	}
+	return e.Error
+}
+
+// TestDecodedSizeIsBudgeted: a small body whose rows repeat a 64 KiB resource 10,000 times
+// (655 MB of rows) is a 413 decoded_too_large, stores nothing and leaves the budget whole;
+// a request that would fit the budget but not beside what other requests hold is a 503
+// with Retry-After, counted as a memory refusal; a normal request is stored after both.
+func TestDecodedSizeIsBudgeted(t *testing.T) {
+	th, h, budget := guarded(t, 8<<20)
+	attack := wideLogs(t, 10_000, 64<<10)
+	rec := post(h, "/v1/logs", attack)
+	if rec.Code != http.StatusRequestEntityTooLarge || errorKind(t, rec) != "decoded_too_large" {
+		t.Fatalf("the %d-byte attack body: %d %s, want 413 decoded_too_large", len(attack), rec.Code, rec.Body)
+	}
+	if held := budget.Held(); held != 0 {
+		t.Errorf("the budget holds %d bytes after the request", held)
+	}
+	if calls := th.store.recorded(); len(calls) != 0 {
+		t.Fatalf("the refused request reached the store: %d calls", len(calls))
+	}
+
+	// Another request holds most of the budget while this one decodes 4 MiB of rows.
+	fits := wideLogs(t, 64, 64<<10)
+	other := httptest.NewRequest(http.MethodPost, "/", nil)
+	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := httpbody.MeterOf(r).Charge(6 << 20); err != nil {
+			t.Errorf("the holding request: %v", err)
+		}
+		rec := post(h, "/v1/logs", fits)
+		if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" || errorKind(t, rec) != "unavailable" {
+			t.Errorf("a request beside a full budget: %d %s (Retry-After %q), want 503 unavailable with Retry-After",
+				rec.Code, rec.Body, rec.Header().Get("Retry-After"))
+		}
+	})
+	g, err := httpbody.Guard(inner, budget, httpbody.Pace{Grace: time.Minute, MinRate: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.ServeHTTP(httptest.NewRecorder(), other)
+	if budget.Refused() == 0 {
+		t.Error("the 503 was not counted as a memory refusal")
+	}
+	metrics := th.do(http.MethodGet, "/metrics", "", "", nil).Body.String()
+	if !strings.Contains(metrics, `hyp_ingest_unavailable_total{reason="memory"} 1`) {
+		t.Errorf("/metrics lacks the memory refusal:\n%s", metrics)
+	}
+
+	if rec := post(h, "/v1/logs", fits); rec.Code != http.StatusOK {
+		t.Fatalf("the same request once the budget is free: %d %s", rec.Code, rec.Body)
+	}
+	if calls := th.store.recorded(); len(calls) != 1 || len(calls[0].rows) != 64 {
+		t.Fatalf("store calls %+v, want one of 64 rows", len(calls))
+	}
+}
