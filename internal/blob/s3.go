@@ -15,6 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/hyp-project/hyp/internal/redact"
 )
 
 // S3Config is an S3 destination as written in the config.
@@ -71,7 +73,8 @@ func NewS3(ctx context.Context, cfg S3Config, tempDir string) (*S3, error) {
 	if cfg.Endpoint != "" {
 		u, err := url.Parse(cfg.Endpoint)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("s3 destination: endpoint %q is not an http(s)://host URL", cfg.Endpoint)
+			// The endpoint may carry credentials an operator pasted into it.
+			return nil, fmt.Errorf("s3 destination: endpoint %q is not an http(s)://host URL", redact.String(cfg.Endpoint))
 		}
 	}
 	var opts []func(*config.LoadOptions) error
