@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"bytes"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -55,11 +54,7 @@ func post(h http.Handler, path string, body []byte) *httptest.ResponseRecorder {
 }
 
 func errorKind(t *testing.T, rec *httptest.ResponseRecorder) string {
-	var e struct{ Error string }
-	if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil {
-		t.Fatalf("reply %q: %v", rec.Body, err)
-	}
-	return e.Error
+	return checkStatus(t, rec, "")["error"].(string)
 }
 
 // TestDecodedSizeIsBudgeted: a small body whose rows repeat a 64 KiB resource 10,000 times

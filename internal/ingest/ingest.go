@@ -254,11 +254,11 @@ func (h *handler) otlpExport(w http.ResponseWriter, r *http.Request, ep endpoint
 	route := &h.otlp[ep]
 	dataset := string(route.signal)
 	if r.Method != http.MethodPost {
-		return h.reject(w, dataset, methodNotAllowed(w, http.MethodPost))
+		return h.rejectOTLP(w, r, dataset, methodNotAllowed(w, http.MethodPost))
 	}
 	buf, rerr := httpbody.Read(r, h.maxBody, h.tooLarge)
 	if rerr != nil {
-		return h.reject(w, dataset, rerr)
+		return h.rejectOTLP(w, r, dataset, rerr)
 	}
 	contentType := r.Header.Get("Content-Type")
 	batch, _ := h.batches.Get().(*otlp.Batch)
@@ -276,17 +276,17 @@ func (h *handler) otlpExport(w http.ResponseWriter, r *http.Request, ep endpoint
 	httpbody.Release(buf)
 	var refused *httpbody.Error
 	if errors.As(err, &refused) {
-		return h.reject(w, dataset, refused)
+		return h.rejectOTLP(w, r, dataset, refused)
 	}
 	if errors.Is(err, otlp.ErrUnsupportedMediaType) {
-		return h.reject(w, dataset, &httpbody.Error{Status: http.StatusUnsupportedMediaType, Kind: "unsupported_media_type", Msg: err.Error()})
+		return h.rejectOTLP(w, r, dataset, &httpbody.Error{Status: http.StatusUnsupportedMediaType, Kind: "unsupported_media_type", Msg: err.Error()})
 	}
 	if err != nil {
-		return h.reject(w, dataset, &httpbody.Error{Status: http.StatusBadRequest, Kind: "bad_otlp", Msg: err.Error()})
+		return h.rejectOTLP(w, r, dataset, &httpbody.Error{Status: http.StatusBadRequest, Kind: "bad_otlp", Msg: err.Error()})
 	}
 	res, err := h.store.IngestRowGroups(dataset, batch.Groups)
 	if err != nil {
-		return h.reject(w, dataset, h.storeError(dataset, err))
+		return h.rejectOTLP(w, r, dataset, h.storeError(dataset, err))
 	}
 	h.metrics.rows.WithLabelValues(dataset).Add(float64(res.Accepted))
 
@@ -369,6 +369,43 @@ func (h *handler) reject(w http.ResponseWriter, dataset string, e *httpbody.Erro
 	}
 	h.metrics.rejected.WithLabelValues(dataset, e.Kind).Inc()
 	return httpbody.WriteError(w, e)
+}
+
+// rejectOTLP is reject for an OTLP endpoint: a protobuf request is answered with a
+// protobuf google.rpc.Status, as OTLP/HTTP requires and the collector's exporter parses;
+// any other request with the JSON error every endpoint gives.
+func (h *handler) rejectOTLP(w http.ResponseWriter, r *http.Request, dataset string, e *httpbody.Error) int {
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != protobufType {
+		return h.reject(w, dataset, e)
+	}
+	if !cache.ValidDataset(dataset) {
+		dataset = ""
+	}
+	h.metrics.rejected.WithLabelValues(dataset, e.Kind).Inc()
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
+	w.Header().Set("Content-Type", protobufType)
+	w.WriteHeader(e.Status)
+	_, _ = w.Write(otlp.AppendStatus(nil, grpcCode(e.Status), e.Kind+": "+e.Msg))
+	return e.Status
+}
+
+const protobufType = "application/x-protobuf"
+
+// grpcCode is the gRPC status code OTLP/HTTP pairs with an HTTP status.
+func grpcCode(status int) int32 {
+	switch status {
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType:
+		return 3 // INVALID_ARGUMENT
+	case http.StatusMethodNotAllowed:
+		return 12 // UNIMPLEMENTED
+	case http.StatusTooManyRequests, http.StatusInsufficientStorage:
+		return 8 // RESOURCE_EXHAUSTED
+	case http.StatusServiceUnavailable:
+		return 14 // UNAVAILABLE
+	}
+	return 13 // INTERNAL
 }
 
 func methodNotAllowed(w http.ResponseWriter, allow string) *httpbody.Error {

@@ -16,6 +16,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	statuspb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/protobuf/proto"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -150,7 +152,9 @@ func checkError(t *testing.T, rec *httptest.ResponseRecorder, status int, kind s
 	if rec.Code != status {
 		t.Fatalf("status %d, want %d; body %s", rec.Code, status, rec.Body)
 	}
-	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+	if ct := rec.Header().Get("Content-Type"); ct == protobufType {
+		return checkStatus(t, rec, kind)
+	} else if ct != "application/json" {
 		t.Errorf("Content-Type %q, want application/json", ct)
 	}
 	var got map[string]any
@@ -164,6 +168,25 @@ func checkError(t *testing.T, rec *httptest.ResponseRecorder, status int, kind s
 		t.Errorf("error body has no message: %s", rec.Body)
 	}
 	return got
+}
+
+// checkStatus checks a protobuf error reply: a google.rpc.Status whose message begins with
+// the error kind (any kind when kind is ""), returned as checkError's map ("error",
+// "message", "code").
+func checkStatus(t *testing.T, rec *httptest.ResponseRecorder, kind string) map[string]any {
+	t.Helper()
+	var st statuspb.Status
+	if err := proto.Unmarshal(rec.Body.Bytes(), &st); err != nil {
+		t.Fatalf("error body is not a google.rpc.Status: %v: %q", err, rec.Body)
+	}
+	gotKind, msg, _ := strings.Cut(st.GetMessage(), ": ")
+	if kind != "" && gotKind != kind || msg == "" {
+		t.Errorf("Status message %q, want %q and a message", st.GetMessage(), kind+": ...")
+	}
+	if want := grpcCode(rec.Code); st.GetCode() != want {
+		t.Errorf("Status code %d for HTTP %d, want %d", st.GetCode(), rec.Code, want)
+	}
+	return map[string]any{"error": gotKind, "message": msg, "code": st.GetCode()}
 }
 
 func TestIngest(t *testing.T) {

@@ -27,6 +27,9 @@ func compareWithReference(t *testing.T, sig Signal, isJSON bool, body []byte) {
 		return
 	}
 	got, err := decodeLines(sig, contentType, body)
+	if isJSON && pdataDesyncs(body) {
+		return // Decode ignores a member named "" with its value; pdata does not (see pdataDesyncs)
+	}
 	want, wantErr := refDecode(sig, contentType, body)
 	switch {
 	case err != nil && wantErr != nil:
@@ -50,9 +53,11 @@ func compareWithReference(t *testing.T, sig Signal, isJSON bool, body []byte) {
 	}
 }
 
-// pdataDesyncs reports whether body has a member named "" below the top
-// level: pdata's iterator reads it as the end of the object and goes on
-// reading the rest out of step, which Decode does not imitate.
+// pdataDesyncs reports whether body may have a member named "": pdata's
+// iterator reads it as the end of the object and ignores the rest of it, or,
+// below the top level, goes on reading the rest out of step. Decode ignores
+// the member and its value, as the protobuf JSON mapping does with unknown
+// names (SPEC 4), so the two are not compared on such bodies.
 func pdataDesyncs(body []byte) bool {
 	return bytes.Contains(body, []byte(`""`))
 }
@@ -113,7 +118,6 @@ func TestDecodeMatchesReference(t *testing.T) {
 		{"snake case", Logs, true, `{"resource_logs":[{"scope_logs":[{"log_records":[{"time_unix_nano":"5","severity_number":"SEVERITY_NUMBER_WARN","body":{"string_value":"x"},"trace_id":"5b8efff798038103d269b633813fc60c"}]}]}]}`},
 		{"nulls", Logs, true, `{"resourceLogs":[null,{"resource":null,"scopeLogs":[{"scope":null,"logRecords":[null,{"severityText":null,"attributes":null}]}]}]}`},
 		{"repeated members merge", Logs, true, `{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"a"},"attributes":[{"key":"a","value":{"intValue":1}}],"body":{},"attributes":[{"key":"b","value":{"boolValue":true}}],"flags":1,"flags":"2"}]}]}]}`},
-		{"empty top-level name", Logs, true, `{"resourceLogs":[{"scopeLogs":[{"logRecords":[{}]}]}],"":1}`},
 		{"escapes", Logs, true, `{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"\ud83d\ude00 \ud800x \u00e9\n"}}]}]}]}`},
 		{"escaped id", Logs, true, `{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"spanId":"\u0030000000000000001"}]}]}]}`},
 		{"int as float", Logs, true, `{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"timeUnixNano":1.5}]}]}]}`},

@@ -28,9 +28,6 @@ type jsonDecoder struct {
 	i     int
 	depth int
 	err   error
-	// stopped is set when the request object has a member named "": pdata's
-	// iterator takes that for the end of the object and ignores the rest.
-	stopped bool
 	// ascii says the last string read is plain ASCII (plainASCII), so a string
 	// value can be written without looking at it again.
 	ascii bool
@@ -104,13 +101,7 @@ func (d *jsonDecoder) object() bool {
 // member reads the next member's key and the colon after it; false at the
 // end of the object or on error. first must start true for each object.
 func (d *jsonDecoder) member(first *bool) ([]byte, bool) {
-	return d.memberOf(first, true)
-}
-
-// memberOf is member; in a skipped value (structural false) an empty name
-// is just a name, since pdata skips values without reading their names.
-func (d *jsonDecoder) memberOf(first *bool, structural bool) ([]byte, bool) {
-	if d.err != nil || d.stopped {
+	if d.err != nil {
 		return nil, false
 	}
 	c := d.peek()
@@ -138,17 +129,9 @@ func (d *jsonDecoder) memberOf(first *bool, structural bool) ([]byte, bool) {
 		return nil, false
 	}
 	d.i++
-	if len(k) == 0 && d.err == nil && structural {
-		if d.depth == 1 {
-			d.stopped = true
-			if err := checkJSONDepthFrom(d.b[d.i:], d.depth); err != nil {
-				d.err = err
-			}
-		} else {
-			d.fail("empty member name")
-		}
-		return nil, false
-	}
+	// An empty name is an unknown member like any other, ignored with its value (SPEC 4).
+	// pdata's iterator takes it for the end of the object and drops the rest: a
+	// request {"":0,"resourceLogs":[...]} would be answered 200 with nothing stored.
 	return k, d.err == nil
 }
 
@@ -648,7 +631,7 @@ func (d *jsonDecoder) skip() {
 			return
 		}
 		for first := true; ; {
-			if _, ok := d.memberOf(&first, false); !ok {
+			if _, ok := d.member(&first); !ok {
 				return
 			}
 			d.skip()
@@ -698,7 +681,7 @@ func (d *jsonDecoder) decodeRequest(sig Signal) error {
 			}
 		}
 	}
-	if d.err == nil && !d.stopped && d.peek() != 0 {
+	if d.err == nil && d.peek() != 0 {
 		d.fail("data after the request object")
 	}
 	return d.err

@@ -254,38 +254,3 @@ func parseContentType(contentType string) (isJSON bool, err error) {
 // catch. A legitimate request nests about a dozen levels plus three per
 // AnyValue level, so this leaves room for the 100 levels protobuf allows.
 const maxJSONDepth = 512
-
-// checkJSONDepth rejects bodies nested deeper than maxJSONDepth. It only
-// tracks brackets outside strings; everything else is left to the decoder.
-// The decoder counts depth itself; this scan only covers what follows an
-// early end of the top-level object (see jsonDecoder.stop).
-func checkJSONDepth(body []byte) error {
-	return checkJSONDepthFrom(body, 0)
-}
-
-func checkJSONDepthFrom(body []byte, depth int) error {
-	inString, escaped := false, false
-	for _, c := range body {
-		switch {
-		case escaped:
-			escaped = false
-		case inString:
-			switch c {
-			case '\\':
-				escaped = true
-			case '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
-			depth++
-			if depth > maxJSONDepth {
-				return fmt.Errorf("nested deeper than %d levels", maxJSONDepth)
-			}
-		case c == '}' || c == ']':
-			depth--
-		}
-	}
-	return nil
-}

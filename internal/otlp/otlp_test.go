@@ -454,3 +454,22 @@ func TestGroupsFollowSources(t *testing.T) {
 func contiguous(a, b []byte) bool {
 	return len(a) > 0 && len(b) > 0 && unsafe.Add(unsafe.Pointer(&a[0]), len(a)) == unsafe.Pointer(&b[0])
 }
+
+// TestDecodeIgnoresEmptyNames: a member named "" is an unknown member, ignored with its
+// value wherever it is, never the end of the object (pdata's reading, which stores nothing
+// of {"":0,"resourceLogs":[...]}).
+func TestDecodeIgnoresEmptyNames(t *testing.T) {
+	for _, body := range []string{
+		`{"":0,"resourceLogs":[{"scopeLogs":[{"logRecords":[{"severityText":"a"},{"severityText":"b"}]}]}]}`,
+		`{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"severityText":"a"},{"severityText":"b"}]}]}],"":{"x":[1]}}`,
+		`{"resourceLogs":[{"":"x","scopeLogs":[{"":[],"logRecords":[{"":1,"severityText":"a"},{"severityText":"b","":null}]}]}]}`,
+	} {
+		rows, err := decodeLines(Logs, jsonType, []byte(body))
+		if err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		if len(rows) != 2 || !strings.Contains(string(rows[1].Line), `"severity_text":"b"`) {
+			t.Fatalf("%s: %d rows %q, want the two records", body, len(rows), rows)
+		}
+	}
+}
