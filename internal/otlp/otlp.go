@@ -27,7 +27,9 @@
 //
 // Log record: timestamp, observed_timestamp, severity_text,
 // severity_number, event_name, body (the AnyValue, converted like an
-// attribute value), attributes, dropped_attributes_count, trace_id, span_id,
+// attribute value, under a name that keeps its kind: body for a string,
+// body__long, body__double, body__boolean, body__bytes, and body__json for a
+// kvlist or an array), attributes, dropped_attributes_count, trace_id, span_id,
 // flags.
 //
 // Span: trace_id, span_id, parent_span_id, trace_state, flags, name

@@ -112,7 +112,7 @@ func TestDecodeLogs(t *testing.T) {
 			name:   "unnamed services and row order",
 			bodies: func(t testing.TB) bodies { return logsBodies(t, unnamedLogs()) },
 			want: []wantRow{
-				{"unknown", `{"resource":{"host.name":"h2"},"body":{"msg":"hi","level":3}}`},
+				{"unknown", `{"resource":{"host.name":"h2"},"body__json":{"msg":"hi","level":3}}`},
 				{"unknown", `{"resource":{"service.name":""},"severity_text":"INFO"}`},
 				{"unknown", `{}`},
 				{"api", `{"resource":{"service.name":"api"},"scope_name":"a","body":"a1"}`},
@@ -470,6 +470,47 @@ func TestDecodeIgnoresEmptyNames(t *testing.T) {
 		}
 		if len(rows) != 2 || !strings.Contains(string(rows[1].Line), `"severity_text":"b"`) {
 			t.Fatalf("%s: %d rows %q, want the two records", body, len(rows), rows)
+		}
+	}
+}
+
+// TestBodyKeepsItsKind: each kind of log body has a field of its own, so no reader takes an
+// int, a bool, bytes or a kvlist for a string, nor a string that looks like JSON for a kvlist.
+func TestBodyKeepsItsKind(t *testing.T) {
+	ld := plog.NewLogs()
+	lrs := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords()
+	lrs.AppendEmpty().Body().SetStr(`{"a":1}`)
+	lrs.AppendEmpty().Body().SetEmptyMap().PutInt("a", 1)
+	lrs.AppendEmpty().Body().SetEmptySlice().AppendEmpty().SetStr("x")
+	lrs.AppendEmpty().Body().SetInt(42)
+	lrs.AppendEmpty().Body().SetDouble(2.5)
+	lrs.AppendEmpty().Body().SetBool(true)
+	lrs.AppendEmpty().Body().SetEmptyBytes().FromRaw([]byte("hi"))
+	want := []string{
+		`{"body":"{\"a\":1}"}`,
+		`{"body__json":{"a":1}}`,
+		`{"body__json":["x"]}`,
+		`{"body__long":42}`,
+		`{"body__double":2.5}`,
+		`{"body__boolean":true}`,
+		`{"body__bytes":"aGk="}`,
+	}
+	bs := logsBodies(t, ld)
+	for _, enc := range []struct {
+		ct   string
+		body []byte
+	}{{protoType, bs.proto}, {jsonType, bs.json}} {
+		rows, err := decodeLines(Logs, enc.ct, enc.body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != len(want) {
+			t.Fatalf("%s: %d rows", enc.ct, len(rows))
+		}
+		for i, r := range rows {
+			if string(r.Line) != want[i] {
+				t.Errorf("%s: row %d = %s, want %s", enc.ct, i, r.Line, want[i])
+			}
 		}
 	}
 }

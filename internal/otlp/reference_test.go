@@ -51,6 +51,17 @@ type refWriter struct{ jsonWriter }
 
 // refDecodeLogs produces the row shape documented in the package comment,
 // where callers of Decode can see it.
+// refBodyField is the field each kind of body goes to (SPEC 4), as the package doc says.
+var refBodyField = map[pcommon.ValueType]string{
+	pcommon.ValueTypeStr:    "body",
+	pcommon.ValueTypeBool:   "body__boolean",
+	pcommon.ValueTypeInt:    "body__long",
+	pcommon.ValueTypeDouble: "body__double",
+	pcommon.ValueTypeBytes:  "body__bytes",
+	pcommon.ValueTypeSlice:  "body__json",
+	pcommon.ValueTypeMap:    "body__json",
+}
+
 func refDecodeLogs(body []byte, isJSON bool) ([]Row, error) {
 	req := plogotlp.NewExportRequest()
 	if err := unmarshal(Logs, req, body, isJSON); err != nil {
@@ -80,7 +91,7 @@ func refWriteLogRecord(w *refWriter, lr plog.LogRecord) {
 	w.strField("event_name", lr.EventName())
 	// An unset body is absent, not null: rows stay null-free.
 	if b := lr.Body(); b.Type() != pcommon.ValueTypeEmpty {
-		w.key("body")
+		w.key(refBodyField[b.Type()])
 		w.value(b)
 	}
 	w.attrsField("attributes", lr.Attributes())

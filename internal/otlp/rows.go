@@ -303,14 +303,30 @@ func (rw *rowWriter) writeLogRecord(w *jsonWriter, lr *logRecord) {
 	w.bytesField("event_name", lr.event)
 	// An unset body is absent, not null: rows stay null-free.
 	if lr.body != 0 && a.nodes[lr.body-1].kind != kindEmpty {
-		w.key("body")
-		w.value(a, &a.nodes[lr.body-1])
+		n := &a.nodes[lr.body-1]
+		w.key(bodyFields[n.kind])
+		w.value(a, n)
 	}
 	w.attrsField(a, "attributes", lr.attrs)
 	w.nonZeroField("dropped_attributes_count", uint64(lr.dropped))
 	w.idField("trace_id", lr.traceID[:])
 	w.idField("span_id", lr.spanID[:])
 	w.nonZeroField("flags", uint64(lr.flags))
+}
+
+// bodyFields names the field a log body of each kind is written under (SPEC 4: a body
+// keeps its kind). A string body is `body`; any other kind has the sibling column the
+// cache's type rule names (`<name>__<type>`), because in `body` a string column would take
+// it as text, and an int, a bool, bytes or a kvlist would read back as a string that merely
+// looks like one. kvlist and array bodies are JSON in `body__json`.
+var bodyFields = [...]string{
+	kindStr:    "body",
+	kindBool:   "body__boolean",
+	kindInt:    "body__long",
+	kindDouble: "body__double",
+	kindBytes:  "body__bytes",
+	kindArray:  "body__json",
+	kindKvlist: "body__json",
 }
 
 var (
