@@ -267,7 +267,11 @@ func (l *Lake) compact(ctx context.Context, dataset string, tbl *table.Table, ta
 		}
 		// iceberg-go's writer describes its files as FileToDataFile does: the bounds are
 		// taken again from the footers (bounds.go).
-		if gr.NewDataFiles, err = describeAll(ctx, tbl, gr.NewDataFiles); err != nil {
+		paths := make([]string, len(gr.NewDataFiles))
+		for i, df := range gr.NewDataFiles {
+			paths[i] = df.FilePath()
+		}
+		if gr.NewDataFiles, err = describeAll(ctx, tbl, paths); err != nil {
 			return nil, 0, fmt.Errorf("compact %s: %w", l.ns[0]+"."+dataset, err)
 		}
 		results = append(results, gr)
