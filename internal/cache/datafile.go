@@ -93,10 +93,12 @@ func describe(ctx context.Context, fio icebergio.IO, uris []string, sc *iceberg.
 
 // entriesByName returns the live DataFiles of g's current snapshot, as its manifests hold
 // them, by file name: a file keeps its name when compaction links it into the next
-// generation.
+// generation. It returns none for a moved generation.
 func (g *generation) entriesByName(ctx context.Context) (map[string]iceberg.DataFile, error) {
 	snap := g.tbl.CurrentSnapshot()
-	if snap == nil {
+	if snap == nil || g.moved != "" {
+		// A moved generation's manifests name another directory (relocate.go): its
+		// files are linked and described all the same, just not counted.
 		return nil, nil
 	}
 	fio, err := g.tbl.FS(ctx)
