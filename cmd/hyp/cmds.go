@@ -537,7 +537,7 @@ func cacheCmd(g *globals) *cobra.Command {
 			if compactJSON {
 				out := []map[string]any{}
 				for _, r := range res {
-					out = append(out, map[string]any{"dataset": r.Dataset, "partition": r.Partition, "files_before": r.FilesBefore, "files_after": r.FilesAfter, "rows": r.Rows, "from_generation": r.From, "to_generation": r.To, "skipped": r.Skipped})
+					out = append(out, map[string]any{"dataset": r.Dataset, "partition": r.Partition, "files_before": r.FilesBefore, "files_after": r.FilesAfter, "rows": r.Rows, "from_generation": r.From, "to_generation": r.To, "skipped": r.Skipped, "bounds_fixed": r.BoundsFixed})
 				}
 				return printJSON(os.Stdout, map[string]any{"partitions": out})
 			}

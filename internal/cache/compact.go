@@ -37,6 +37,9 @@ type CompactResult struct {
 	Rows        int64
 	From, To    string // generations
 	Skipped     string // why nothing was done, if so
+	// BoundsFixed counts the files kept as they are whose entries got other bounds: ones
+	// described before internal/bounds, whose bounds may leave out values of the file.
+	BoundsFixed int
 }
 
 // Compact moves due partitions (all matching ones when force) into a new generation: a
@@ -133,9 +136,20 @@ func (c *Cache) compactPartition(ctx context.Context, p *Partition, force bool) 
 	}
 	res.From, res.FilesBefore = p.gen.name, len(p.gen.files)
 	if !p.gen.worthCompacting() {
-		p.mu.Unlock()
-		res.Skipped = "nothing to gain"
-		return res, nil
+		// Even then a forced compaction rewrites entries whose bounds are wrong: this
+		// checks at most one file.
+		wrong, err := 0, error(nil)
+		if force {
+			wrong, err = p.gen.wrongBounds(ctx)
+		}
+		if wrong == 0 {
+			p.mu.Unlock()
+			res.Skipped = "nothing to gain"
+			if err != nil {
+				res.Skipped += fmt.Sprintf(" (bounds not checked: %v)", err)
+			}
+			return res, nil
+		}
 	}
 	if !force && !p.compactionDue(c.settledRows) {
 		p.mu.Unlock()
@@ -145,7 +159,7 @@ func (c *Cache) compactPartition(ctx context.Context, p *Partition, force bool) 
 	snap := p.gen.snapshot()
 	p.mu.Unlock()
 
-	g, err := c.build(ctx, p, snap, c.settledRows)
+	g, fixed, err := c.build(ctx, p, snap, c.settledRows)
 	if c.built != nil {
 		c.built()
 	}
@@ -164,7 +178,7 @@ func (c *Cache) compactPartition(ctx context.Context, p *Partition, force bool) 
 		c.discard(p, g)
 		return res, fmt.Errorf("compact %s/%s: %w", p.Dataset, p.Name(), err)
 	}
-	res.To, res.FilesAfter, res.Rows = g.name, len(g.files), g.rows()
+	res.To, res.FilesAfter, res.Rows, res.BoundsFixed = g.name, len(g.files), g.rows(), fixed
 	return res, nil
 }
 
@@ -172,7 +186,7 @@ func (c *Cache) compactPartition(ctx context.Context, p *Partition, force bool) 
 // from old, which is p's current generation or a view of it with fewer files (repair
 // leaves out the ones it set aside).
 func (c *Cache) rebuild(ctx context.Context, p *Partition, old *generation, settledRows int64) error {
-	g, err := c.build(ctx, p, old, settledRows)
+	g, _, err := c.build(ctx, p, old, settledRows)
 	if err == nil {
 		err = c.install(p, g)
 	}
@@ -185,32 +199,34 @@ func (c *Cache) rebuild(ctx context.Context, p *Partition, old *generation, sett
 
 // build makes the next generation of p holding every row of old: files of settledRows rows
 // or more, and lone smaller ones, hard-linked in as they are, runs of smaller files
-// rewritten into one. It touches neither p.gen nor p.retired. On error the generation it
-// returns (if any) is for discard.
-func (c *Cache) build(ctx context.Context, p *Partition, old *generation, settledRows int64) (*generation, error) {
+// rewritten into one. It touches neither p.gen nor p.retired, and counts the linked files
+// whose bounds it fixed (fill). On error the generation it returns (if any) is for discard.
+func (c *Cache) build(ctx context.Context, p *Partition, old *generation, settledRows int64) (*generation, int, error) {
 	n, _ := genNumber(old.name)
 	// The new generation keeps the old one's stored names and field ids, so hard-linked
 	// files mean the same in both.
 	g, err := createGeneration(ctx, c.cat, c.tables.dir, c.tables.namespace(p), n+1, old.tbl.Schema(), old.marks, old.escaped)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
+	fixed := 0
 	if len(old.files) > 0 {
-		tx, err := g.fill(ctx, old, settledRows, c.link)
+		var tx *table.Transaction
+		tx, fixed, err = g.fill(ctx, old, settledRows, c.link)
 		if err != nil {
-			return g, err
+			return g, 0, err
 		}
 		if err := g.commit(ctx, tx); err != nil {
-			return g, fmt.Errorf("commit: %w", err)
+			return g, 0, fmt.Errorf("commit: %w", err)
 		}
 		if err := g.reload(ctx); err != nil {
-			return g, err
+			return g, 0, err
 		}
 	}
 	if got, want := g.rows(), old.rows(); got != want {
-		return g, fmt.Errorf("new generation has %d rows, old %d", got, want)
+		return g, 0, fmt.Errorf("new generation has %d rows, old %d", got, want)
 	}
-	return g, nil
+	return g, fixed, nil
 }
 
 // install makes g p's current generation and retires the one it replaces; p.mu is held.
@@ -297,7 +313,7 @@ func (g *generation) carry(ctx context.Context, snap, cur *generation, link func
 		return err
 	}
 	if len(added) > 0 {
-		if err := tx.AddFiles(ctx, added, nil, false); err != nil {
+		if _, err := g.addFiles(ctx, tx, added); err != nil {
 			return err
 		}
 	}
@@ -310,26 +326,33 @@ func (g *generation) carry(ctx context.Context, snap, cur *generation, link func
 // fill stages, in one transaction on the new generation g, every row of old: files kept
 // as they are are hard-linked into g's data directory (the old generation's directory is
 // removed later without touching them), runs of small files are rewritten into one file
-// each, in seq order.
-func (g *generation) fill(ctx context.Context, old *generation, settledRows int64, link func(oldname, newname string) error) (*table.Transaction, error) {
+// each, in seq order. Every linked file is described again from its footer; fill counts
+// those whose bounds that changes.
+func (g *generation) fill(ctx context.Context, old *generation, settledRows int64, link func(oldname, newname string) error) (*table.Transaction, int, error) {
 	w, err := g.fileWriter(ctx)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
+	was, err := old.entriesByName(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	fixed := 0
 	tx := g.tbl.NewTransaction()
 	if err := tx.SetProperties(old.marks.props()); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	dataDir := filepath.Join(g.dir, "data")
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var linked []string
 	flushLinked := func() error {
 		if len(linked) == 0 {
 			return nil
 		}
-		err := tx.AddFiles(ctx, linked, nil, false)
+		dfs, err := g.addFiles(ctx, tx, linked)
+		fixed += boundsChanged(was, dfs)
 		linked = nil
 		return err
 	}
@@ -343,12 +366,12 @@ func (g *generation) fill(ctx context.Context, old *generation, settledRows int6
 			}
 			// A filesystem without hard links still compacts, by copying the rows.
 			if !linkUnsupported(err) {
-				return nil, fmt.Errorf("link %s into the new generation: %w", group[0].Path, err)
+				return nil, 0, fmt.Errorf("link %s into the new generation: %w", group[0].Path, err)
 			}
 		}
 		// Files are registered in seq order, so links gathered so far go in first.
 		if err := flushLinked(); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		rdr := newScanReader(ctx, group, old, w.sc)
 		err := w.append(ctx, tx, rdr)
@@ -357,13 +380,13 @@ func (g *generation) fill(ctx context.Context, old *generation, settledRows int6
 			err = rdr.Err()
 		}
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	if err := flushLinked(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return tx, fsutil.SyncDir(dataDir)
+	return tx, fixed, fsutil.SyncDir(dataDir)
 }
 
 // linkUnsupported reports whether a hard link failed because the filesystem has none.

@@ -15,13 +15,17 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
 
+	"github.com/hyp-project/hyp/internal/bounds"
 	"github.com/hyp-project/hyp/internal/fsutil"
 	"github.com/hyp-project/hyp/internal/parquetw"
 )
 
 // The cache writes its data files itself, with parquetw (the blob export's writer), and
 // adds them to a transaction as iceberg-go's AddFiles would: iceberg-go's own writer
-// (tx.Append) cost about a third of an ingesting daemon's CPU. A file is written, synced and
+// (tx.Append) cost about a third of an ingesting daemon's CPU. Every file, new or linked in
+// by compaction, is described with internal/bounds, whose bounds hold every value of the
+// file (iceberg-go's miss the row groups whose chunks have no statistics, and drop dotted
+// names and the empty string). A file is written, synced and
 // named in its synced directory before the transaction that adds it can commit, so a
 // committed table never names a file a crash can take back. A file the write gave up on
 // before its footer is removed; a complete one that no commit names is left for recovery
@@ -62,14 +66,101 @@ func (w *fileWriter) append(ctx context.Context, tx *table.Transaction, rdr arra
 	if len(paths) == 0 {
 		return nil
 	}
-	dfs := make([]iceberg.DataFile, len(paths))
+	uris := make([]string, len(paths))
 	for i, p := range paths {
-		// The DataFile's counts and bounds come from the footer just written.
-		if dfs[i], err = table.FileToDataFile(ctx, w.fio, fileURI(p), w.schema, w.spec, 0, w.props); err != nil {
-			return fmt.Errorf("describe %s: %w", p, err)
-		}
+		uris[i] = fileURI(p)
+	}
+	// The DataFiles' counts and bounds come from the footers just written.
+	dfs, err := describe(ctx, w.fio, uris, w.schema, w.spec, w.props)
+	if err != nil {
+		return err
 	}
 	return tx.AddDataFiles(ctx, dfs, nil, table.WithoutAutoNameMapping(), table.WithoutDuplicateCheck())
+}
+
+// describe returns the DataFiles of the data files at uris, of a table with schema sc,
+// spec and props.
+func describe(ctx context.Context, fio icebergio.IO, uris []string, sc *iceberg.Schema, spec iceberg.PartitionSpec, props iceberg.Properties) ([]iceberg.DataFile, error) {
+	dfs := make([]iceberg.DataFile, len(uris))
+	for i, u := range uris {
+		var err error
+		if dfs[i], err = bounds.Describe(ctx, fio, u, sc, spec, props); err != nil {
+			return nil, fmt.Errorf("describe %s: %w", u, err)
+		}
+	}
+	return dfs, nil
+}
+
+// entriesByName returns the live DataFiles of g's current snapshot, as its manifests hold
+// them, by file name: a file keeps its name when compaction links it into the next
+// generation. It returns none for a moved generation.
+func (g *generation) entriesByName(ctx context.Context) (map[string]iceberg.DataFile, error) {
+	snap := g.tbl.CurrentSnapshot()
+	if snap == nil || g.moved != "" {
+		// A moved generation's manifests name another directory (relocate.go): its
+		// files are linked and described all the same, just not counted.
+		return nil, nil
+	}
+	fio, err := g.tbl.FS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	dfs, err := g.readEntries(fio, snap, false)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]iceberg.DataFile, len(dfs))
+	for _, df := range dfs {
+		out[filepath.Base(localPath(df.FilePath()))] = df
+	}
+	return out, nil
+}
+
+// boundsChanged counts the files of dfs whose entry in was (by name) has other bounds: an
+// entry described before internal/bounds, whose bounds may leave out values.
+func boundsChanged(was map[string]iceberg.DataFile, dfs []iceberg.DataFile) int {
+	n := 0
+	for _, df := range dfs {
+		if old, ok := was[filepath.Base(localPath(df.FilePath()))]; ok && !bounds.Same(old, df) {
+			n++
+		}
+	}
+	return n
+}
+
+// wrongBounds counts g's live files whose entries' bounds are not their footers'.
+func (g *generation) wrongBounds(ctx context.Context) (int, error) {
+	was, err := g.entriesByName(ctx)
+	if err != nil || len(was) == 0 {
+		return 0, err
+	}
+	fio, err := g.tbl.FS(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var uris []string
+	for _, df := range was {
+		uris = append(uris, df.FilePath())
+	}
+	dfs, err := describe(ctx, fio, uris, g.tbl.Schema(), g.tbl.Spec(), g.tbl.Properties())
+	if err != nil {
+		return 0, err
+	}
+	return boundsChanged(was, dfs), nil
+}
+
+// addFiles adds data files already on disk (uris: linked in, or put back) to tx, a
+// transaction on g's table, as tx.AddFiles would, described by describe.
+func (g *generation) addFiles(ctx context.Context, tx *table.Transaction, uris []string) ([]iceberg.DataFile, error) {
+	fio, err := g.tbl.FS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	dfs, err := describe(ctx, fio, uris, g.tbl.Schema(), g.tbl.Spec(), g.tbl.Properties())
+	if err != nil {
+		return nil, err
+	}
+	return dfs, tx.AddDataFiles(ctx, dfs, nil)
 }
 
 // write encodes rdr into files of about w.target bytes at most and returns their paths,

@@ -13,6 +13,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/iceberg-go"
+
+	"github.com/hyp-project/hyp/internal/testutil/lakeread"
 )
 
 // TestDataFiles checks what the cache's own writer puts into a table, by both of the
@@ -206,4 +208,64 @@ func flushedWriter(t *testing.T, rows int) (*Partition, *fileWriter) {
 		t.Fatal(err)
 	}
 	return p, w
+}
+
+// The issue's 70,001-row case through the cache: one flush, more rows than a row group, a
+// value over 4 KiB in the first row group only, a dotted name and an empty-string minimum.
+// Every bound of every manifest entry (read with iceberg-go's manifest reader) holds every
+// value of its column (read with arrow-go), every column has bounds, and a forced
+// compaction finds no entry to fix.
+func TestBoundsHoldEveryValue(t *testing.T) {
+	ctx := context.Background()
+	c := openTest(t, t.TempDir())
+	defer c.Close(ctx)
+	var sb strings.Builder
+	const rows = 70_001
+	for i := range rows {
+		lo := fmt.Sprintf("m%07d", i)
+		if i == 10 {
+			lo = strings.Repeat("A", 5000)
+		}
+		empty := fmt.Sprintf("e%d", i)
+		if i == 3 {
+			empty = ""
+		}
+		fmt.Fprintf(&sb, `{"lo":%q,"service.name":"svc%d","empty":%q,"u":"ü%d","n":%d}`+"\n", lo, i%7, empty, i, i-35_000)
+	}
+	if _, err := c.Ingest("logs", "a", []byte(sb.String())); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g := c.tables.lookup("logs", "source=a").gen
+	types, ids := map[int]string{}, map[string]int{}
+	for _, f := range g.tbl.Schema().Fields() {
+		types[f.ID], ids[f.Name] = f.Type.String(), f.ID
+	}
+	entries := manifestEntries(t, g)
+	if len(entries) == 0 {
+		t.Fatal("no data files")
+	}
+	for _, df := range entries {
+		lacking, err := lakeread.BoundsHold(localPath(df.FilePath()), df.LowerBoundValues(), df.UpperBoundValues(), types)
+		if err != nil {
+			t.Errorf("%s: %v", df.FilePath(), err)
+		}
+		if len(lacking) > 0 {
+			t.Errorf("%s: columns %v have values and lack a bound", df.FilePath(), lacking)
+		}
+		if lo, ok := df.LowerBoundValues()[ids["empty"]]; !ok || len(lo) != 0 {
+			t.Errorf("%s: empty's lower bound is %q (present %v), want the empty string", df.FilePath(), lo, ok)
+		}
+	}
+	res, err := c.Compact(ctx, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.BoundsFixed != 0 {
+			t.Errorf("compaction fixed the bounds of %d files hyp just wrote: %+v", r.BoundsFixed, r)
+		}
+	}
 }

@@ -197,7 +197,7 @@ func (ts *tableSet) recoverFiles(ctx context.Context, p *Partition) error {
 		if err := tx.SetProperties(m.props()); err != nil {
 			return fmt.Errorf("table %v: %w", g.ident, err)
 		}
-		if err := tx.AddFiles(ctx, uris, nil, false); err != nil {
+		if _, err := g.addFiles(ctx, tx, uris); err != nil {
 			return fmt.Errorf("table %v: put back data files its metadata lost: %w", g.ident, err)
 		}
 		if err := g.commit(ctx, tx); err != nil {

@@ -271,11 +271,21 @@ func (g *generation) dataFiles(ctx context.Context, snap *table.Snapshot, onlyAd
 
 // readFiles is dataFiles through fio.
 func (g *generation) readFiles(fio icebergio.IO, snap *table.Snapshot, onlyAdded bool) ([]FileInfo, error) {
+	dfs, err := g.readEntries(fio, snap, onlyAdded)
+	out := make([]FileInfo, len(dfs))
+	for i, df := range dfs {
+		out[i] = fileInfo(df)
+	}
+	return out, err
+}
+
+// readEntries is readFiles' DataFiles, as the manifests hold them.
+func (g *generation) readEntries(fio icebergio.IO, snap *table.Snapshot, onlyAdded bool) ([]iceberg.DataFile, error) {
 	mfs, err := snap.Manifests(fio)
 	if err != nil {
 		return nil, fmt.Errorf("table %v: read manifest list: %w", g.ident, err)
 	}
-	var out []FileInfo
+	var out []iceberg.DataFile
 	for _, mf := range mfs {
 		if mf.ManifestContent() != iceberg.ManifestContentData {
 			return nil, fmt.Errorf("table %v: unexpected delete manifest %s", g.ident, mf.FilePath())
@@ -295,7 +305,7 @@ func (g *generation) readFiles(fio icebergio.IO, snap *table.Snapshot, onlyAdded
 			if df.ContentType() != iceberg.EntryContentData {
 				return nil, fmt.Errorf("table %v: unexpected delete file %s", g.ident, df.FilePath())
 			}
-			out = append(out, fileInfo(df))
+			out = append(out, df)
 		}
 	}
 	return out, nil

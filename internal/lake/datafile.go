@@ -18,12 +18,14 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
 
+	"github.com/hyp-project/hyp/internal/bounds"
 	"github.com/hyp-project/hyp/internal/cache"
 	"github.com/hyp-project/hyp/internal/parquetw"
 )
 
 // A run's data files are written with parquetw (the cache's and the blob export's writer)
-// and described from their own footers with table.FileToDataFile, as the cache's are:
+// and described from their own footers with internal/bounds, as the cache's are (bounds
+// that hold every value of the file, which iceberg-go's FileToDataFile alone does not give):
 // iceberg-go's writer (table.WriteRecords) spent two thirds of an export's CPU in arrow-go's
 // column writers. Everything after the []iceberg.DataFile (the commit, Stage, Maintain) is
 // unchanged.
@@ -95,7 +97,7 @@ func writeRun(ctx context.Context, tbl *table.Table, recs []arrow.RecordBatch, i
 			// The DataFile's counts, bounds and partition come from the footer just
 			// written: the bounds of the spec's source column give the partition, so every
 			// file holds one partition's rows.
-			df, err := table.FileToDataFile(ctx, fio, path, tbl.Schema(), spec, table.UnsortedSortOrderID, props)
+			df, err := bounds.Describe(ctx, fio, path, tbl.Schema(), spec, props)
 			if err != nil {
 				return nil, fmt.Errorf("describe %s: %w", path, err)
 			}

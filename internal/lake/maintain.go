@@ -69,7 +69,10 @@ type TableReport struct {
 	FilesBefore      int    `json:"files_before"`
 	FilesAfter       int    `json:"files_after"`
 	OrphansRemoved   int    `json:"orphans_removed"`
-	Error            string `json:"error,omitempty"`
+	// BoundsFixed counts the live entries whose bounds were rewritten to hold every value
+	// of their file (bounds.go).
+	BoundsFixed int    `json:"bounds_fixed"`
+	Error       string `json:"error,omitempty"`
 }
 
 // manifestsToRewrite is the manifest count of a snapshot from which Maintain merges them:
@@ -85,8 +88,9 @@ const upkeepAttempts = 8
 // compactMinFiles is the fewest small files of one partition worth a rewrite.
 const compactMinFiles = 2
 
-// Maintain expires snapshots, compacts data files (o.Compact), merges manifests and
-// removes orphan files in every table of the namespace, in that order: expiring first
+// Maintain expires snapshots, compacts data files (o.Compact), fixes manifest bounds,
+// merges manifests and removes orphan files in every table of the namespace, in that
+// order: expiring first
 // makes a dry run's report the real one's. A table that fails is reported with its error
 // and the others are still maintained; the error returned joins them.
 func (l *Lake) Maintain(ctx context.Context, o MaintainOptions) ([]TableReport, error) {
@@ -144,6 +148,9 @@ func (l *Lake) maintainTable(ctx context.Context, dataset string, o MaintainOpti
 			return rep, errors.Join(append(errs, err)...)
 		}
 		rep.FilesAfter = after
+	}
+	if tbl, rep.BoundsFixed, err = l.fixBounds(ctx, dataset, tbl, o); err != nil {
+		return rep, errors.Join(append(errs, err)...)
 	}
 	if !o.DryRun {
 		if tbl, err = l.rewriteManifests(ctx, dataset, tbl); err != nil {
@@ -256,6 +263,15 @@ func (l *Lake) compact(ctx context.Context, dataset string, tbl *table.Table, ta
 	for _, g := range plan.Groups {
 		gr, err := table.ExecuteCompactionGroup(ctx, tbl, table.CompactionTaskGroup{PartitionKey: g.PartitionKey, Tasks: g.Tasks, TotalSizeBytes: g.TotalSizeBytes})
 		if err != nil {
+			return nil, 0, fmt.Errorf("compact %s: %w", l.ns[0]+"."+dataset, err)
+		}
+		// iceberg-go's writer describes its files as FileToDataFile does: the bounds are
+		// taken again from the footers (bounds.go).
+		paths := make([]string, len(gr.NewDataFiles))
+		for i, df := range gr.NewDataFiles {
+			paths[i] = df.FilePath()
+		}
+		if gr.NewDataFiles, err = describeAll(ctx, tbl, paths); err != nil {
 			return nil, 0, fmt.Errorf("compact %s: %w", l.ns[0]+"."+dataset, err)
 		}
 		results = append(results, gr)

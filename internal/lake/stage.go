@@ -7,9 +7,10 @@ import (
 	"strconv"
 
 	"github.com/apache/iceberg-go"
-	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/hyp-project/hyp/internal/bounds"
 )
 
 // footerReaders bounds the staged files whose footers CommitStaged reads at once.
@@ -130,7 +131,7 @@ func (l *Lake) CommitStaged(ctx context.Context, c StagedCommit) (Result, error)
 	for i, p := range c.Paths {
 		g.Go(func() error {
 			// The current schema holds every field the file's schema had: schemas only grow.
-			df, err := table.FileToDataFile(ctx, fsys, p, tbl.Schema(), tbl.Spec(), 0, tbl.Properties())
+			df, err := bounds.Describe(ctx, fsys, p, tbl.Schema(), tbl.Spec(), tbl.Properties())
 			if err != nil {
 				return fmt.Errorf("staged file %s: %w", p, err)
 			}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/hyp-project/hyp/internal/truncate"
 )
 
 // Parquet enum values the writer uses (parquet.thrift).
@@ -31,8 +33,10 @@ const (
 	pageBytes     = 1 << 20
 	pageRows      = 128 << 10
 	dictPageLimit = 1 << 20
-	// maxStatBytes drops a string column's bounds when they would bloat the footer (as
-	// arrow-go does by default); readers then just cannot prune on them.
+	// maxStatBytes is the longest string bound a footer holds: a longer value's bound is
+	// truncated (a prefix below it, an incremented prefix above it, marked inexact), as
+	// parquet-mr and arrow-rs write them, so every chunk keeps bounds that hold its values
+	// and the footer stays small.
 	maxStatBytes = 4096
 )
 
@@ -393,18 +397,19 @@ func (c *chunk) finish() (dictPage, dataPages []byte) {
 	return c.dictPage, c.pages
 }
 
-// bounds are a column chunk's statistics.
+// bounds are a column chunk's statistics. A string bound is kept to maxStatBytes+1 bytes:
+// the prefix of the least (greatest) value is the least (greatest) of the values' prefixes,
+// and that many bytes are all truncation needs to know.
 type bounds struct {
-	has      bool
-	minI     int64
-	maxI     int64
-	minF     float64
-	maxF     float64
-	minB     []byte
-	maxB     []byte
-	minBool  bool
-	maxBool  bool
-	tooLarge bool
+	has     bool
+	minI    int64
+	maxI    int64
+	minF    float64
+	maxF    float64
+	minB    []byte
+	maxB    []byte
+	minBool bool
+	maxBool bool
 }
 
 func (s *bounds) int64(v int64) {
@@ -437,34 +442,42 @@ func (s *bounds) bool(v bool) {
 
 // bytes keeps copies: values are views of a record the writer does not keep.
 func (s *bounds) bytes(v string) {
-	if len(v) > maxStatBytes {
-		s.tooLarge = true
-	}
-	if s.tooLarge {
-		return
-	}
+	v = v[:min(len(v), maxStatBytes+1)]
+	b := unsafe.Slice(unsafe.StringData(v), len(v))
 	if !s.has {
 		s.has = true
 		s.minB, s.maxB = append(s.minB[:0], v...), append(s.maxB[:0], v...)
 		return
 	}
-	if bytes.Compare(unsafe.Slice(unsafe.StringData(v), len(v)), s.minB) < 0 {
+	if bytes.Compare(b, s.minB) < 0 {
 		s.minB = append(s.minB[:0], v...)
-	} else if bytes.Compare(unsafe.Slice(unsafe.StringData(v), len(v)), s.maxB) > 0 {
+	} else if bytes.Compare(b, s.maxB) > 0 {
 		s.maxB = append(s.maxB[:0], v...)
 	}
 }
 
-// encoded returns the plain encodings of the bounds, or ok false when there are none.
-func (s *bounds) encoded(p physical, dst []byte) (lo, hi []byte, ok bool) {
-	if !s.has || s.tooLarge {
-		return nil, nil, false
+// stat is one chunk's bounds as the footer holds them.
+type stat struct {
+	has              bool
+	lo, hi           []byte
+	loExact, hiExact bool // the bound is a value of the chunk, not a truncation of one
+}
+
+// encoded returns the plain encodings of the bounds (in dst's room). A string's are
+// truncated to maxStatBytes; when the greatest value's prefix cannot be incremented there
+// are none (a lower bound alone is a case some readers get wrong, for a case that a
+// prefix of 4 KiB of U+10FFFF needs).
+func (s *bounds) encoded(p physical, dst []byte) stat {
+	if !s.has {
+		return stat{}
 	}
+	exact := stat{has: true, loExact: true, hiExact: true}
 	switch p {
 	case physInt64:
 		dst = binary.LittleEndian.AppendUint64(dst, uint64(s.minI))
 		dst = binary.LittleEndian.AppendUint64(dst, uint64(s.maxI))
-		return dst[:8], dst[8:16], true
+		exact.lo, exact.hi = dst[:8], dst[8:16]
+		return exact
 	case physDouble:
 		// -0 and +0 compare equal, so the format asks for -0 as a minimum and +0 as a maximum.
 		lo, hi := s.minF, s.maxF
@@ -476,7 +489,8 @@ func (s *bounds) encoded(p physical, dst []byte) (lo, hi []byte, ok bool) {
 		}
 		dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(lo))
 		dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(hi))
-		return dst[:8], dst[8:16], true
+		exact.lo, exact.hi = dst[:8], dst[8:16]
+		return exact
 	case physBoolean:
 		b2 := func(v bool) byte {
 			if v {
@@ -485,7 +499,15 @@ func (s *bounds) encoded(p physical, dst []byte) (lo, hi []byte, ok bool) {
 			return 0
 		}
 		dst = append(dst, b2(s.minBool), b2(s.maxBool))
-		return dst[:1], dst[1:2], true
+		exact.lo, exact.hi = dst[:1], dst[1:2]
+		return exact
 	}
-	return s.minB, s.maxB, true
+	lo, loExact := truncate.Lower(unsafe.String(unsafe.SliceData(s.minB), len(s.minB)), maxStatBytes, truncate.Bytes)
+	hi, hiExact, ok := truncate.Upper(unsafe.String(unsafe.SliceData(s.maxB), len(s.maxB)), maxStatBytes, truncate.Bytes)
+	if !ok {
+		return stat{}
+	}
+	// Copies: the chunk's bounds are reset for its next row group.
+	dst = append(append(dst, lo...), hi...)
+	return stat{has: true, lo: dst[:len(lo)], hi: dst[len(lo):], loExact: loExact, hiExact: hiExact}
 }

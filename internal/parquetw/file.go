@@ -47,8 +47,7 @@ type chunkMeta struct {
 	rawSize, size          int64
 	numValues, nullCount   int64
 	encodings              uint16
-	lo, hi                 []byte
-	bounded                bool
+	stat                   stat
 }
 
 // columnsOf maps an Arrow schema to the file's columns; plain lists those that never get a
@@ -171,7 +170,7 @@ func (fw *fileWriter) closeRowGroup() error {
 		}
 		m.size = fw.off - start
 		// reset gives the chunk new bounds, so these stay the row group's.
-		m.lo, m.hi, m.bounded = c.stats.encoded(c.col.phys, nil)
+		m.stat = c.stats.encoded(c.col.phys, nil)
 		rg.rawSize += m.rawSize
 		rg.size += m.size
 		rg.chunks[i] = m
@@ -315,9 +314,13 @@ func (fw *fileWriter) columnChunk(c *column, m chunkMeta) {
 	}
 	f.begin(12)
 	f.i64(3, m.nullCount)
-	if m.bounded {
-		f.binary(5, m.hi)
-		f.binary(6, m.lo)
+	// Bounds, and whether each is a value of the chunk or a truncation of one
+	// (parquet.thrift's Statistics).
+	if m.stat.has {
+		f.binary(5, m.stat.hi)
+		f.binary(6, m.stat.lo)
+		f.bool(7, m.stat.hiExact)
+		f.bool(8, m.stat.loExact)
 	}
 	f.end()
 	f.end()

@@ -16,6 +16,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"pgregory.net/rapid"
+
+	"github.com/hyp-project/hyp/internal/truncate"
 )
 
 // fataler is what the checks need of *testing.T and *rapid.T.
@@ -55,7 +57,10 @@ func genValue(t *rapid.T, typ arrow.DataType, label string, nulls int) value {
 		case 1:
 			v.s = rapid.String().Draw(t, label)
 		case 2:
-			v.s = strings.Repeat("x", rapid.IntRange(0, 5000).Draw(t, label))
+			// Long values, over maxStatBytes: their bounds are truncated, never split a
+			// character, and a prefix of the greatest character has no upper bound.
+			ch := rapid.SampledFrom([]string{"x", "é", "€", "\U0010ffff"}).Draw(t, label+"char")
+			v.s = strings.Repeat(ch, rapid.IntRange(0, 5000).Draw(t, label)/len(ch)) + rapid.SampledFrom([]string{"", "a", "\xff"}).Draw(t, label+"tail")
 		default:
 			v.s = fmt.Sprint("id-", rapid.Int64().Draw(t, label))
 		}
@@ -266,20 +271,25 @@ func checkStats(t fataler, md *metadata.FileMetaData, g, c int, typ arrow.DataTy
 	}
 	switch s := st.(type) {
 	case *metadata.ByteArrayStatistics:
-		long := false
 		lo, hi := vals[0].s, vals[0].s
 		for _, v := range vals {
 			lo, hi = min(lo, v.s), max(hi, v.s)
-			long = long || len(v.s) > maxStatBytes
 		}
-		if long {
+		lo, _ = truncate.Lower(lo, maxStatBytes, truncate.Bytes)
+		hi, _, ok := truncate.Upper(hi, maxStatBytes, truncate.Bytes)
+		if !ok {
 			if s.HasMinMax() {
-				t.Fatalf("row group %d column %d: bounds kept for a value over %d bytes", g, c, maxStatBytes)
+				t.Fatalf("row group %d column %d: bounds kept where no upper bound of %d bytes exists", g, c, maxStatBytes)
 			}
 			return
 		}
 		if !s.HasMinMax() || string(s.Min()) != lo || string(s.Max()) != hi {
-			t.Fatalf("row group %d column %d: bounds %q..%q, want %q..%q", g, c, s.Min(), s.Max(), lo, hi)
+			t.Fatalf("row group %d column %d: bounds %.20q..%.20q, want %.20q..%.20q", g, c, s.Min(), s.Max(), lo, hi)
+		}
+		for _, v := range vals {
+			if v.s < string(s.Min()) || v.s > string(s.Max()) {
+				t.Fatalf("row group %d column %d: bounds %.20q..%.20q exclude %.20q", g, c, s.Min(), s.Max(), v.s)
+			}
 		}
 	case *metadata.Int64Statistics:
 		lo, hi := vals[0].i, vals[0].i

@@ -77,6 +77,9 @@ type DataFile struct {
 	Size     int64
 	Status   int    // StatusAdded or StatusExisting
 	Manifest string // the manifest listing it
+	// Lower and Upper are the entry's lower_bounds and upper_bounds (fields 125 and 128),
+	// Iceberg single-value serialisations by field id.
+	Lower, Upper map[int][]byte
 }
 
 // Table is what the table's current metadata says.
@@ -85,6 +88,9 @@ type Table struct {
 	FormatVersion    int
 	Current          *Snapshot // nil before the first commit
 	Snapshots        []Snapshot
+	// Types are the current schema's top-level columns' types by field id, as
+	// metadata.json spells primitive types ("string", "long", "timestamptz", ...).
+	Types map[int]string
 	// Files are the current snapshot's live entries (not DELETED), data and delete files.
 	Files []DataFile
 	// Duplicates are the paths listed live more than once across the current manifests:
@@ -113,7 +119,15 @@ func Read(ctx context.Context, o Options, name string) (*Table, error) {
 	var md struct {
 		FormatVersion int    `json:"format-version"`
 		Current       *int64 `json:"current-snapshot-id"`
-		Snapshots     []struct {
+		SchemaID      int    `json:"current-schema-id"`
+		Schemas       []struct {
+			ID     int `json:"schema-id"`
+			Fields []struct {
+				ID   int             `json:"id"`
+				Type json.RawMessage `json:"type"`
+			} `json:"fields"`
+		} `json:"schemas"`
+		Snapshots []struct {
 			ID           int64             `json:"snapshot-id"`
 			Parent       int64             `json:"parent-snapshot-id"`
 			Sequence     int64             `json:"sequence-number"`
@@ -126,6 +140,15 @@ func Read(ctx context.Context, o Options, name string) (*Table, error) {
 		return nil, fmt.Errorf("metadata %s: %w", loc, err)
 	}
 	t.FormatVersion = md.FormatVersion
+	t.Types = map[int]string{}
+	for _, sc := range md.Schemas {
+		for _, f := range sc.Fields {
+			var typ string
+			if sc.ID == md.SchemaID && json.Unmarshal(f.Type, &typ) == nil {
+				t.Types[f.ID] = typ
+			}
+		}
+	}
 	for _, s := range md.Snapshots {
 		t.Snapshots = append(t.Snapshots, Snapshot{ID: s.ID, Parent: s.Parent, SequenceNumber: s.Sequence, TimestampMs: s.TimestampMs, ManifestList: s.ManifestList, Summary: s.Summary})
 	}
@@ -284,7 +307,36 @@ func entry(e any) (df DataFile, live bool, err error) {
 	df.Format, _ = f["file_format"].(string)
 	df.Records, _ = f["record_count"].(int64)
 	df.Size, _ = f["file_size_in_bytes"].(int64)
+	if df.Lower, err = boundMap(f["lower_bounds"]); err != nil {
+		return df, false, fmt.Errorf("lower_bounds: %w", err)
+	}
+	if df.Upper, err = boundMap(f["upper_bounds"]); err != nil {
+		return df, false, fmt.Errorf("upper_bounds: %w", err)
+	}
 	return df, true, nil
+}
+
+// boundMap reads an Iceberg map of field id to bytes, which Avro holds as an array of
+// key/value records; absent (null) is an empty map.
+func boundMap(v any) (map[int][]byte, error) {
+	out := map[int][]byte{}
+	if v == nil {
+		return out, nil
+	}
+	kvs, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("%T, not an array", v)
+	}
+	for _, kv := range kvs {
+		r, _ := kv.(map[string]any)
+		k, kok := r["key"].(int64)
+		b, bok := r["value"].([]byte)
+		if !kok || !bok {
+			return nil, fmt.Errorf("entry %v is not a key and bytes", kv)
+		}
+		out[int(k)] = b
+	}
+	return out, nil
 }
 
 func (t *Table) avro(ctx context.Context, loc string) (*ocf, error) {
