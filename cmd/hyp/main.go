@@ -1,5 +1,6 @@
-// Command hyp is the CLI and daemon. This package is flags and output only; behaviour lives
-// in internal/.
+// Command hyp is the CLI and daemon. This package is meant to be flags and output only, with
+// behaviour in internal/; cmds.go still holds `hyp ingest`'s chunking, the status aggregation
+// and the lake table listing (issue 27 item 5).
 package main
 
 import (
