@@ -534,14 +534,19 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 			u = watermark.Unit{From: st.Seq, First: rows.first, Last: rows.last, Rows: rows.rows, ID: x.unitID(p, rows.first, rows.last), KeyLayout: newKeyLayout}
 			if x.withheld(p) {
 				rows.release()
-				if _, err := x.store.Update(k, st.Generation, func(s *watermark.State) error {
+				_, err := x.store.Update(k, st.Generation, func(s *watermark.State) error {
 					s.Seq, s.WithheldRows = u.Last, s.WithheldRows+u.Rows
 					return nil
-				}); err != nil && !errors.Is(err, watermark.ErrStale) {
+				})
+				switch {
+				case err == nil:
+					// Counted once the write landed: a lost compare-and-set reads the
+					// same rows again on the next turn and counts them then.
+					x.metrics.withheld.WithLabelValues(x.name, p.Dataset).Add(float64(u.Rows))
+				case !errors.Is(err, watermark.ErrStale):
 					res.err = err
 					return res
 				}
-				x.metrics.withheld.WithLabelValues(x.name, p.Dataset).Add(float64(u.Rows))
 				continue
 			}
 			t = time.Now()

@@ -317,6 +317,7 @@ func (x *instance) nextUnits(ctx context.Context, parts []partHead) ([]tableUnit
 				break // an intent appeared under us (rewind raced): the next round resolves it
 			}
 			var next func(*watermark.State) error
+			var withheld int64 // rows next moves past for withhold_sources
 			if st.Seq > ph.head {
 				to, ok, err := x.clampAbove(ctx, k, ph.Part, st.Seq)
 				if err != nil {
@@ -339,9 +340,8 @@ func (x *instance) nextUnits(ctx context.Context, parts []partHead) ([]tableUnit
 					next = func(s *watermark.State) error { s.Seq = ph.head; return nil }
 				case x.withheld(ph.Part):
 					rows.release()
-					n := rows.rows
-					next = func(s *watermark.State) error { s.Seq, s.WithheldRows = rows.last, s.WithheldRows+n; return nil }
-					x.metrics.withheld.WithLabelValues(x.name, ph.Part.Dataset).Add(float64(n))
+					withheld = rows.rows
+					next = func(s *watermark.State) error { s.Seq, s.WithheldRows = rows.last, s.WithheldRows+withheld; return nil }
 				default:
 					u := watermark.Unit{From: st.Seq, First: rows.first, Last: rows.last, Rows: rows.rows, ID: x.unitID(ph.Part, rows.first, rows.last)}
 					out = append(out, tableUnit{k: k, p: ph.Part, gen: st.Generation, u: u, rows: rows})
@@ -350,7 +350,12 @@ func (x *instance) nextUnits(ctx context.Context, parts []partHead) ([]tableUnit
 			if next == nil {
 				break
 			}
-			if _, err := x.store.Update(k, st.Generation, next); err != nil && !errors.Is(err, watermark.ErrStale) {
+			_, err = x.store.Update(k, st.Generation, next)
+			switch {
+			case err == nil && withheld > 0:
+				// Counted once the write landed, as the unit exporters do.
+				x.metrics.withheld.WithLabelValues(x.name, ph.Part.Dataset).Add(float64(withheld))
+			case err != nil && !errors.Is(err, watermark.ErrStale):
 				release(out)
 				return nil, err
 			}

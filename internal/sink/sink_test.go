@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	dto "github.com/prometheus/client_model/go"
 	"os"
 	"path/filepath"
 	"slices"
@@ -1284,6 +1285,20 @@ func TestWithholdSources(t *testing.T) {
 			}
 			if res.Rows != wantRows {
 				t.Fatalf("run counted %d rows, want %d", res.Rows, wantRows)
+			}
+			// hyp_sink_withheld_rows_total counts each withheld row once, also across a
+			// second run that finds nothing new.
+			var want float64
+			for _, src := range tc.withheld {
+				want += float64(counts[src])
+			}
+			runNow(t, e.d, "s1")
+			var m dto.Metric
+			if err := e.d.inst(t, "s1").metrics.withheld.WithLabelValues("s1", testDataset).Write(&m); err != nil {
+				t.Fatal(err)
+			}
+			if got := m.GetCounter().GetValue(); got != want {
+				t.Fatalf("hyp_sink_withheld_rows_total = %v, want %v", got, want)
 			}
 			// A withheld partition no longer holds back retention.
 			for _, src := range tc.withheld {
