@@ -234,7 +234,7 @@ func (c *Cluster) stage(ctx context.Context, tx pgx.Tx, ch Chunk, part string, h
 	defer rec.Release()
 	unit := lake.Unit{Dataset: ch.Dataset, Partition: part, First: lo, Last: hi, Rows: rec.NumRows()}
 	start := time.Now()
-	files, err := c.lake.Stage(ctx, ch.Dataset, lake.Batch{Unit: unit, Source: ch.Source, Gateway: ch.Gateway, Records: []arrow.RecordBatch{rec}}, id)
+	files, err := c.lake.Stage(ctx, ch.Dataset, []lake.Batch{{Unit: unit, Source: ch.Source, Gateway: ch.Gateway, Records: []arrow.RecordBatch{rec}}}, id)
 	if err != nil {
 		return fmt.Errorf("stage rows: %w", err)
 	}
