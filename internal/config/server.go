@@ -30,7 +30,7 @@ type Cluster struct {
 	// Lake is the table every replica stages into and the committer commits to: an
 	// iceberg sink block. Its schedule is not used; its maintain block is the committer's
 	// upkeep between commits, which in a cluster runs every 10m and compacts unless the
-	// block says otherwise: every replica stages a file per chunk.
+	// block says otherwise: every replica stages a file per group of chunks.
 	Lake           Sink     `yaml:"lake"`
 	CommitInterval Duration `yaml:"commit_interval"`
 }
