@@ -56,7 +56,7 @@ type Options struct {
 	MaintainSchedule Schedule
 	// GroupWindow and GroupBytes bound a group of chunks (group.go): it is stored
 	// GroupWindow after its first chunk arrived (0: as soon as no other group is being
-	// stored), or once its rows' JSON reaches GroupBytes (0 means DefaultGroupBytes).
+	// stored), or once its rows' JSON reaches GroupBytes (positive).
 	GroupWindow time.Duration
 	GroupBytes  int64
 	// Addr is where this replica listens, shown by `hyp server status`.
@@ -64,12 +64,6 @@ type Options struct {
 	Registerer prometheus.Registerer // nil leaves the metrics unregistered
 	Logger     *slog.Logger          // nil means slog.Default()
 }
-
-// The grouping defaults (SPEC 5: a few hundred milliseconds, or some MiB).
-const (
-	DefaultGroupWindow = 250 * time.Millisecond
-	DefaultGroupBytes  = 8 << 20
-)
 
 // appPrefix starts the application_name of a replica's sessions, followed by its id, so
 // Status can name the session holding the committer lock.
@@ -114,11 +108,8 @@ func Open(ctx context.Context, o Options) (*Cluster, error) {
 	if o.CommitInterval <= 0 {
 		return nil, fmt.Errorf("cluster: commit_interval must be positive, got %v", o.CommitInterval)
 	}
-	if o.GroupWindow < 0 || o.GroupBytes < 0 {
-		return nil, fmt.Errorf("cluster: group window %v and bytes %d must not be negative", o.GroupWindow, o.GroupBytes)
-	}
-	if o.GroupBytes == 0 {
-		o.GroupBytes = DefaultGroupBytes
+	if o.GroupWindow < 0 || o.GroupBytes <= 0 {
+		return nil, fmt.Errorf("cluster: group window %v must not be negative and group bytes %d must be positive", o.GroupWindow, o.GroupBytes)
 	}
 	pc, err := parsePostgres(o.Postgres)
 	if err != nil {

@@ -21,7 +21,7 @@ import (
 func openReplicas(t *testing.T, n int, window ...time.Duration) []*Cluster {
 	t.Helper()
 	pg := pgtest.Start(t)
-	o := Options{Postgres: pg.URI(), CommitInterval: time.Hour, GroupWindow: append(window, 0)[0],
+	o := Options{Postgres: pg.URI(), CommitInterval: time.Hour, GroupWindow: append(window, 0)[0], GroupBytes: 8 << 20,
 		Lake: lake.Options{Catalog: "sql", URI: pg.URI(), Warehouse: filepath.Join(t.TempDir(), "warehouse"), Namespace: "hyp", PartitionBy: "day", Gateway: "cluster"}}
 	var out []*Cluster
 	for range n {
