@@ -27,16 +27,16 @@ import (
 // largest commit lag seen, rows stored twice (read back by lakeread), the CPU seconds of the
 // replicas and of the daemons, and, with two replicas, how long the cluster goes without a
 // committer when the committer is killed -9.
-func clusterBench(bin, minioBin string, gateways, rows int) error {
+func clusterBench(bin, minioBin string, gateways, rows int, groupBytes int64) error {
 	for _, replicas := range []int{1, 2} {
-		if err := clusterRun(bin, minioBin, gateways, rows, replicas); err != nil {
+		if err := clusterRun(bin, minioBin, gateways, rows, replicas, groupBytes); err != nil {
 			return fmt.Errorf("%d replicas: %w", replicas, err)
 		}
 	}
 	return nil
 }
 
-func clusterRun(bin, minioBin string, gateways, rows, replicas int) error {
+func clusterRun(bin, minioBin string, gateways, rows, replicas int, groupBytes int64) error {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "hyp-bench-cluster-")
 	if err != nil {
@@ -87,9 +87,9 @@ func clusterRun(bin, minioBin string, gateways, rows, replicas int) error {
 	for i := range replicas {
 		home := filepath.Join(dir, fmt.Sprintf("replica-%d", i))
 		os.Mkdir(home, 0o700)
-		cfg := fmt.Sprintf("ingest:\n  listen: %s\nsinks: {}\nserver:\n  cluster:\n    postgres: %q\n    commit_interval: 5s\n    lake:\n"+
+		cfg := fmt.Sprintf("ingest:\n  listen: %s\nsinks: {}\nserver:\n  cluster:\n    postgres: %q\n    commit_interval: 5s\n    group_bytes: %d\n    lake:\n"+
 			"      catalog: {type: sql, uri: %q}\n      warehouse: s3://bench/lake\n      s3: {region: us-east-1, endpoint: %q, force_path_style: true}\n",
-			freeAddr(), pgURI, pgURI, endpoint)
+			freeAddr(), pgURI, groupBytes, pgURI, endpoint)
 		if err := os.WriteFile(filepath.Join(home, "hyp.yaml"), []byte(cfg), 0o600); err != nil {
 			return err
 		}
