@@ -108,7 +108,7 @@ func pidOf(id string) int {
 }
 
 // TestClusterReplicasExactlyOnce: two replicas share one PostgreSQL database and one lake;
-// two gateways forward to both (a url list). One replica is killed -9 after staging a chunk's files but
+// two gateways forward to both (a url list). One replica is killed -9 after staging a group's files but
 // before recording them, and the committer is killed -9 after a lake commit it had not yet
 // marked, then at an arbitrary instant; each comes back. The table ends with every
 // acknowledged row once, from both gateways, and `server status` names a committer, with
@@ -122,7 +122,7 @@ func TestClusterReplicasExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs := []*replica{newReplica(t, pg.URI(), localLake(pg.URI(), warehouse), tokens), newReplica(t, pg.URI(), localLake(pg.URI(), warehouse), tokens)}
-	rs[0].start(t, "HYP_FAILPOINT=cluster-after-stage:2")
+	rs[0].start(t, "HYP_FAILPOINT=cluster-after-stage:1")
 	rs[1].start(t)
 
 	type gateway struct {
@@ -157,7 +157,9 @@ func TestClusterReplicasExactlyOnce(t *testing.T) {
 		}
 	}
 
-	// The second chunk replica 0 stages kills it before PostgreSQL records the files.
+	// The first group replica 0 stores (its chunks arrive within one window, or while the
+	// one before is stored: how many groups they make is timing) kills it before its
+	// PostgreSQL commit.
 	feed(200)
 	sinkRun(t, gws[0].home, "central", 2*time.Minute)
 	if ps := rs[0].proc.waitExit(t, time.Minute); !ps.Sys().(syscall.WaitStatus).Signaled() {
