@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/hyp-project/hyp/internal/cluster"
@@ -26,16 +27,16 @@ import (
 // largest commit lag seen, rows stored twice (read back by lakeread), the CPU seconds of the
 // replicas and of the daemons, and, with two replicas, how long the cluster goes without a
 // committer when the committer is killed -9.
-func clusterBench(bin, minioBin string, gateways, rows int) error {
+func clusterBench(bin, minioBin string, gateways, rows int, groupBytes int64) error {
 	for _, replicas := range []int{1, 2} {
-		if err := clusterRun(bin, minioBin, gateways, rows, replicas); err != nil {
+		if err := clusterRun(bin, minioBin, gateways, rows, replicas, groupBytes); err != nil {
 			return fmt.Errorf("%d replicas: %w", replicas, err)
 		}
 	}
 	return nil
 }
 
-func clusterRun(bin, minioBin string, gateways, rows, replicas int) error {
+func clusterRun(bin, minioBin string, gateways, rows, replicas int, groupBytes int64) error {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "hyp-bench-cluster-")
 	if err != nil {
@@ -86,9 +87,9 @@ func clusterRun(bin, minioBin string, gateways, rows, replicas int) error {
 	for i := range replicas {
 		home := filepath.Join(dir, fmt.Sprintf("replica-%d", i))
 		os.Mkdir(home, 0o700)
-		cfg := fmt.Sprintf("ingest:\n  listen: %s\nsinks: {}\nserver:\n  cluster:\n    postgres: %q\n    commit_interval: 5s\n    lake:\n"+
+		cfg := fmt.Sprintf("ingest:\n  listen: %s\nsinks: {}\nserver:\n  cluster:\n    postgres: %q\n    commit_interval: 5s\n    group_bytes: %d\n    lake:\n"+
 			"      catalog: {type: sql, uri: %q}\n      warehouse: s3://bench/lake\n      s3: {region: us-east-1, endpoint: %q, force_path_style: true}\n",
-			freeAddr(), pgURI, pgURI, endpoint)
+			freeAddr(), pgURI, groupBytes, pgURI, endpoint)
 		if err := os.WriteFile(filepath.Join(home, "hyp.yaml"), []byte(cfg), 0o600); err != nil {
 			return err
 		}
@@ -161,10 +162,15 @@ func clusterRun(bin, minioBin string, gateways, rows, replicas int) error {
 	if err != nil {
 		return err
 	}
+	files, groups, err := stagedFiles(ctx, pgURI)
+	if err != nil {
+		return err
+	}
 	window := stored.Sub(first)
-	fmt.Printf("cluster: %d gateways x %d rows -> %d replica(s) (taskset one core each), MinIO + PostgreSQL: %.0f rows/s stored (%d rows in %s from the first stored row; %s from the gateways' start), all committed %s later, largest commit lag %.1fs; lake holds %d rows, %d stored twice; CPU: replicas %.1fs, gateways %.1fs\n",
+	fmt.Printf("cluster: %d gateways x %d rows -> %d replica(s) (taskset one core each), MinIO + PostgreSQL: %.0f rows/s stored (%d rows in %s from the first stored row; %s from the gateways' start), all committed %s later, largest commit lag %.1fs; lake holds %d rows, %d stored twice; %d staged data files (%.1f per 1M rows) from %d groups; CPU: replicas %.1fs (%.2f per 1M rows), gateways %.1fs\n",
 		gateways, rows, replicas, float64(total)/window.Seconds(), total, window.Round(time.Millisecond), stored.Sub(start).Round(time.Millisecond),
-		committed.Sub(stored).Round(time.Millisecond), maxLag, lakeRows, twice, replicaCPU.Seconds(), gatewayCPU.Seconds())
+		committed.Sub(stored).Round(time.Millisecond), maxLag, lakeRows, twice, files, float64(files)*1e6/float64(total), groups,
+		replicaCPU.Seconds(), replicaCPU.Seconds()*1e6/float64(total), gatewayCPU.Seconds())
 	if replicas > 1 {
 		d, err := committerFailover(ctx, pgURI, rs)
 		if err != nil {
@@ -227,6 +233,18 @@ func lakeDuplicates(ctx context.Context, pgURI, endpoint string) (rows, twice in
 		seen[k] = true
 	}
 	return len(all), twice, nil
+}
+
+// stagedFiles counts the data files the replicas staged (each a file Iceberg readers pay for
+// until upkeep compacts it) and the stages they came in.
+func stagedFiles(ctx context.Context, pgURI string) (files, stages int, err error) {
+	conn, err := pgx.Connect(ctx, pgURI)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer conn.Close(ctx)
+	err = conn.QueryRow(ctx, `SELECT count(*), count(DISTINCT stage) FROM hyp_staged`).Scan(&files, &stages)
+	return files, stages, err
 }
 
 // gatewayDaemon starts a daemon on home with gateway_id its base name and the given sinks.

@@ -108,7 +108,7 @@ func pidOf(id string) int {
 }
 
 // TestClusterReplicasExactlyOnce: two replicas share one PostgreSQL database and one lake;
-// two gateways forward to both (a url list). One replica is killed -9 after staging a chunk's files but
+// two gateways forward to both (a url list). One replica is killed -9 after staging a group's files but
 // before recording them, and the committer is killed -9 after a lake commit it had not yet
 // marked, then at an arbitrary instant; each comes back. The table ends with every
 // acknowledged row once, from both gateways, and `server status` names a committer, with
@@ -122,7 +122,7 @@ func TestClusterReplicasExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs := []*replica{newReplica(t, pg.URI(), localLake(pg.URI(), warehouse), tokens), newReplica(t, pg.URI(), localLake(pg.URI(), warehouse), tokens)}
-	rs[0].start(t, "HYP_FAILPOINT=cluster-after-stage:2")
+	rs[0].start(t, "HYP_FAILPOINT=cluster-after-stage:1")
 	rs[1].start(t)
 
 	type gateway struct {
@@ -157,7 +157,9 @@ func TestClusterReplicasExactlyOnce(t *testing.T) {
 		}
 	}
 
-	// The second chunk replica 0 stages kills it before PostgreSQL records the files.
+	// The first group replica 0 stores (its chunks arrive within one window, or while the
+	// one before is stored: how many groups they make is timing) kills it before its
+	// PostgreSQL commit.
 	feed(200)
 	sinkRun(t, gws[0].home, "central", 2*time.Minute)
 	if ps := rs[0].proc.waitExit(t, time.Minute); !ps.Sys().(syscall.WaitStatus).Signaled() {
@@ -246,13 +248,16 @@ func clusterSeconds(t *testing.T) time.Duration {
 
 // TestClusterSixGatewaysThroughKills is issue 13's acceptance: two replicas in cluster mode
 // over one PostgreSQL database and a MinIO warehouse, six machines forwarding to both (a url
-// list) while rows keep coming, and the replicas killed -9 and restarted seven times: the
-// committer at arbitrary instants, the other replica, and one replica at the step between
-// writing a chunk's staged file and its PostgreSQL commit (with the other killed meanwhile,
-// so chunks come its way). The committer's upkeep compacts
+// list) while rows keep coming, and the replicas killed -9 and restarted in six rounds: the
+// committer at arbitrary instants, the other replica, and one replica inside a group of
+// chunks twice, at the step between writing the group's staged file and its PostgreSQL
+// commit and at the step after that commit before any chunk of it is answered (with the
+// other replica killed meanwhile, so every gateway's chunks come its way). The committer's
+// upkeep compacts
 // meanwhile. An independent reader of the table then finds every acknowledged row exactly
 // once, from all six gateways, no data file referenced twice, and `server status` names the
-// committer. It logs how long the cluster went without a committer after each kill of one.
+// committer. It logs how long the cluster went without a committer after each kill of one,
+// and how many data files the replicas staged per 1M rows.
 func TestClusterSixGatewaysThroughKills(t *testing.T) {
 	t.Parallel()
 	rng := seededRand(t)
@@ -312,15 +317,17 @@ func TestClusterSixGatewaysThroughKills(t *testing.T) {
 	dur := clusterSeconds(t)
 	began := time.Now()
 	var takeovers []time.Duration
+	// The kills inside a group, by their number.
+	groupKills := map[int]string{2: "cluster-after-stage", 4: "cluster-after-group-commit"}
 	for kill := range 6 {
 		// Six kills spread over the run, each at a random instant of its slot.
 		slot := dur / 6
 		time.Sleep(time.Until(began.Add(time.Duration(kill)*slot + time.Duration(rng.Int64N(int64(slot*3/4))))))
 		victim := committerOf()
-		switch {
-		case kill == 2:
-			// Between a staged file and its PostgreSQL commit: the replica restarts to die
-			// at that step, and the other one is killed so that chunks come its way.
+		switch step, inGroup := groupKills[kill]; {
+		case inGroup:
+			// Inside a group: the replica restarts to die at that step, and the other one
+			// is killed so that chunks come its way.
 			victim = rs[0]
 			if victim == committerOf() {
 				victim = rs[1]
@@ -330,14 +337,14 @@ func TestClusterSixGatewaysThroughKills(t *testing.T) {
 				other = rs[1]
 			}
 			victim.proc.kill9()
-			victim.start(t, "HYP_FAILPOINT=cluster-after-stage:1")
+			victim.start(t, "HYP_FAILPOINT="+step+":1")
 			other.proc.kill9()
 			if ps := victim.proc.waitExit(t, time.Minute); !ps.Sys().(syscall.WaitStatus).Signaled() {
 				t.Fatalf("the replica ended with %v, want SIGKILL at its failpoint:\n%s", ps, victim.proc.out)
 			}
 			victim.start(t)
 			other.start(t)
-			t.Logf("%5.1fs kill %d: a replica between staging a file and recording it (and the other, to send it chunks)", time.Since(began).Seconds(), kill+1)
+			t.Logf("%5.1fs kill %d: a replica inside a group at %s (and the other, to send it chunks)", time.Since(began).Seconds(), kill+1, step)
 			continue
 		case kill%2 == 1 || victim == nil:
 			victim = rs[rng.IntN(2)]
@@ -393,8 +400,25 @@ func TestClusterSixGatewaysThroughKills(t *testing.T) {
 			replaces++
 		}
 	}
-	t.Logf("%d rows from %d gateways in %d live data files, %d snapshots (%d by upkeep); committer takeovers %v",
-		len(v.ids), len(gws), len(v.Files), len(v.Snapshots), replaces, takeovers)
+	staged := stagedFileCount(t, pg.URI())
+	t.Logf("%d rows from %d gateways in %d live data files, %d snapshots (%d by upkeep); %d files staged (%.0f per 1M rows); committer takeovers %v",
+		len(v.ids), len(gws), len(v.Files), len(v.Snapshots), replaces, staged, float64(staged)*1e6/float64(len(v.ids)), takeovers)
+}
+
+// stagedFileCount is how many data files the replicas staged and committed.
+func stagedFileCount(t *testing.T, pgURI string) int {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pgURI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM hyp_staged`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // abandonedGone waits for the committer to have removed every abandoned stage.

@@ -3,13 +3,16 @@
 // intents, the replicas' heartbeats — the storing of a chunk durably outside the replica, and
 // the one committer that turns staged files into Iceberg snapshots.
 //
-// A chunk is stored in one PostgreSQL transaction that holds an advisory lock on its
-// (gateway, dataset, partition): the ledger is read, the rows it lacks are written to the
-// warehouse as staged data files, and the files and the chunk's span are recorded. Only the
-// transaction's commit makes a row stored. Before writing, the replica records the stage's id
-// (hyp_staging, committed on its own) and holds that row locked in the transaction, which
-// deletes it: a replica that dies before its commit leaves a staging row no transaction holds,
-// and the committer removes the files it names (the sender's retry stores the rows again).
+// The chunks that reach a replica within a short window are stored as one group (group.go):
+// one PostgreSQL transaction that holds an advisory lock on each of their (gateway, dataset,
+// partition) keys, in which the ledger is read, the rows it lacks are written to the
+// warehouse as one stage per table (its staged data files, one per partition of the table
+// however many chunks it holds), and the files and the chunks' spans are recorded. Only the
+// transaction's commit makes a row stored, and only then is any chunk of the group answered.
+// Before writing, the replica records the stages' ids (hyp_staging, committed on their own)
+// and holds those rows locked in the transaction, which deletes them: a replica that dies
+// before its commit leaves staging rows no transaction holds, and the committer removes the
+// files they name (the senders' retries store the rows again).
 //
 // The committer is whichever replica holds a session advisory lock; PostgreSQL releases it
 // when that replica's connection ends, and another replica takes it. A commit is decided in
@@ -51,6 +54,11 @@ type Options struct {
 	// RetainLast), due by MaintainSchedule; a nil schedule means never.
 	Maintain         lake.MaintainOptions
 	MaintainSchedule Schedule
+	// GroupWindow and GroupBytes bound a group of chunks (group.go): it is stored
+	// GroupWindow after its first chunk arrived (0: as soon as no other group is being
+	// stored), or once its rows' JSON reaches GroupBytes (positive).
+	GroupWindow time.Duration
+	GroupBytes  int64
 	// Addr is where this replica listens, shown by `hyp server status`.
 	Addr       string
 	Registerer prometheus.Registerer // nil leaves the metrics unregistered
@@ -83,15 +91,25 @@ type Cluster struct {
 
 	committer atomic.Bool
 
-	// Crash-test steps (internal/failpoint): a chunk's files staged but not recorded, and a
-	// commit in the lake but not marked in PostgreSQL. Nil unless HYP_FAILPOINT names them.
-	afterStage, afterLakeCommit func()
+	// Store hands chunks to gather on arrive; gathered closes once gather has returned.
+	limits     limits
+	arrive     chan *pending
+	gathered   chan struct{}
+	stopGather context.CancelFunc
+
+	// Crash-test steps (internal/failpoint): a group's files staged and recorded but its
+	// transaction not committed, a group committed but no chunk of it answered, and a commit
+	// in the lake but not marked in PostgreSQL. Nil unless HYP_FAILPOINT names them.
+	afterStage, afterGroupCommit, afterLakeCommit func()
 }
 
 // Open connects to PostgreSQL (creating hyp's tables when missing) and to the lake's catalog.
 func Open(ctx context.Context, o Options) (*Cluster, error) {
 	if o.CommitInterval <= 0 {
 		return nil, fmt.Errorf("cluster: commit_interval must be positive, got %v", o.CommitInterval)
+	}
+	if o.GroupWindow < 0 || o.GroupBytes <= 0 {
+		return nil, fmt.Errorf("cluster: group window %v must not be negative and group bytes %d must be positive", o.GroupWindow, o.GroupBytes)
 	}
 	pc, err := parsePostgres(o.Postgres)
 	if err != nil {
@@ -119,15 +137,22 @@ func Open(ctx context.Context, o Options) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{pool: pool, lake: l, id: id, addr: o.Addr, interval: o.CommitInterval, maintain: o.Maintain, upkeep: o.MaintainSchedule, log: o.Logger, metrics: m, started: time.Now(),
-		afterStage: failpoint.At("cluster-after-stage"), afterLakeCommit: failpoint.At("cluster-after-lake-commit")}
+		limits: limits{window: o.GroupWindow, bytes: o.GroupBytes}, arrive: make(chan *pending), gathered: make(chan struct{}),
+		afterStage: failpoint.At("cluster-after-stage"), afterGroupCommit: failpoint.At("cluster-after-group-commit"),
+		afterLakeCommit: failpoint.At("cluster-after-lake-commit")}
 	if c.log == nil {
 		c.log = slog.Default()
 	}
+	ctx, c.stopGather = context.WithCancel(context.WithoutCancel(ctx))
+	go c.gather(ctx)
 	return c, nil
 }
 
-// Close releases the database and the catalog; Run must have returned.
+// Close ends the grouping (chunks still gathering fail, a group being stored finishes) and
+// releases the database and the catalog; Run must have returned.
 func (c *Cluster) Close() error {
+	c.stopGather()
+	<-c.gathered
 	c.pool.Close()
 	return c.lake.Close()
 }
@@ -150,8 +175,9 @@ func replicaID() string {
 // (gateway, incarnation, dataset, partition); a database made before incarnations gets the
 // column, its intervals becoming the incarnation "" ones (what chunks without the header
 // are), and the primary key is widened once; a staged file belongs to at most one commit, and is
-// committed once that commit's committed_at is set. A hyp_staging row is a stage begun and
-// not finished: its files, if any, are named by its id.
+// committed once that commit's committed_at is set. A stage is one group's files of one table
+// (hyp_staged.stage) and the spans of rows its chunks added (hyp_stage_spans); a hyp_staging
+// row is a stage begun and not finished: its files, if any, are named by its id.
 const schema = `
 CREATE TABLE IF NOT EXISTS hyp_ledger (
 	gateway text NOT NULL, dataset text NOT NULL, part text NOT NULL,
@@ -161,11 +187,29 @@ CREATE TABLE IF NOT EXISTS hyp_commits (
 	id text PRIMARY KEY, dataset text NOT NULL, base bigint NOT NULL,
 	decided_at timestamptz NOT NULL DEFAULT now(), committed_at timestamptz, snapshot bigint);
 CREATE TABLE IF NOT EXISTS hyp_staged (
-	id bigserial PRIMARY KEY, dataset text NOT NULL, gateway text NOT NULL, part text NOT NULL,
-	first_seq bigint NOT NULL, last_seq bigint NOT NULL, rows bigint NOT NULL, bytes bigint NOT NULL,
+	id bigserial PRIMARY KEY, dataset text NOT NULL, stage uuid NOT NULL, rows bigint NOT NULL, bytes bigint NOT NULL,
 	path text NOT NULL UNIQUE, replica text NOT NULL, staged_at timestamptz NOT NULL DEFAULT now(),
 	commit_id text REFERENCES hyp_commits(id), committed_at timestamptz);
 CREATE INDEX IF NOT EXISTS hyp_staged_open ON hyp_staged (dataset, id) WHERE committed_at IS NULL;
+CREATE TABLE IF NOT EXISTS hyp_stage_spans (
+	stage uuid NOT NULL, gateway text NOT NULL, part text NOT NULL,
+	first_seq bigint NOT NULL, last_seq bigint NOT NULL, rows bigint NOT NULL);
+CREATE INDEX IF NOT EXISTS hyp_stage_spans_stage ON hyp_stage_spans (stage);
+DO $$ BEGIN
+	-- A database made before replicas grouped chunks names a file's one span in the file's
+	-- row: each such file becomes a stage of its own. Replicas of that version fail to
+	-- store from then on (their chunks are retried elsewhere), never store wrongly.
+	IF EXISTS (SELECT 1 FROM information_schema.columns
+		WHERE table_schema = current_schema() AND table_name = 'hyp_staged' AND column_name = 'gateway') THEN
+		ALTER TABLE hyp_staged ADD COLUMN stage uuid;
+		UPDATE hyp_staged SET stage = md5(path)::uuid;
+		INSERT INTO hyp_stage_spans (stage, gateway, part, first_seq, last_seq, rows)
+			SELECT stage, gateway, part, first_seq, last_seq, rows FROM hyp_staged;
+		ALTER TABLE hyp_staged ALTER COLUMN stage SET NOT NULL,
+			DROP COLUMN gateway, DROP COLUMN part, DROP COLUMN first_seq, DROP COLUMN last_seq;
+	END IF;
+END $$;
+CREATE INDEX IF NOT EXISTS hyp_staged_stage ON hyp_staged (stage);
 CREATE TABLE IF NOT EXISTS hyp_staging (
 	id uuid PRIMARY KEY, dataset text NOT NULL, replica text NOT NULL, started_at timestamptz NOT NULL DEFAULT now());
 CREATE TABLE IF NOT EXISTS hyp_gateways (

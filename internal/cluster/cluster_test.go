@@ -16,10 +16,12 @@ import (
 	"github.com/hyp-project/hyp/internal/testutil/pgtest"
 )
 
-func openReplicas(t *testing.T, n int) []*Cluster {
+// openReplicas opens n replicas of one new cluster; a window, when given, is their
+// GroupWindow (else a group is what arrives while another is stored).
+func openReplicas(t *testing.T, n int, window ...time.Duration) []*Cluster {
 	t.Helper()
 	pg := pgtest.Start(t)
-	o := Options{Postgres: pg.URI(), CommitInterval: time.Hour,
+	o := Options{Postgres: pg.URI(), CommitInterval: time.Hour, GroupWindow: append(window, 0)[0], GroupBytes: 8 << 20,
 		Lake: lake.Options{Catalog: "sql", URI: pg.URI(), Warehouse: filepath.Join(t.TempDir(), "warehouse"), Namespace: "hyp", PartitionBy: "day", Gateway: "cluster"}}
 	var out []*Cluster
 	for range n {

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -16,9 +15,10 @@ import (
 	"github.com/hyp-project/hyp/internal/lake"
 )
 
-// maxCommitFiles bounds one snapshot, so a backlog after a long outage is committed in
-// steps whose manifests and summaries stay small.
-const maxCommitFiles = 2000
+// maxCommitStages bounds one snapshot, so a backlog after a long outage is committed in
+// steps whose manifests and summaries stay small; a stage (one group's files of a table) is
+// never split between two commits, so the units a commit records are its stages' spans.
+const maxCommitStages = 2000
 
 // Run keeps the replica's heartbeat and, while it holds the committer lock, commits staged
 // files every commit interval, removes the files of abandoned stages after each commit
@@ -133,12 +133,14 @@ func (c *Cluster) beat(ctx context.Context) error {
 }
 
 // CommitStaged resolves every unfinished commit intent, then commits the staged files of
-// each table, at most maxCommitFiles per snapshot. Only the committer calls it.
+// each table that got no snapshot from such an intent: one snapshot per table per
+// round, at most maxCommitStages stages in it. Only the committer calls it.
 //
 // The order matters: an intent is finished before new files are decided, because the lake
 // tells a landed commit by its id only among snapshots after the intent's base.
 func (c *Cluster) CommitStaged(ctx context.Context) error {
-	if err := c.finishIntents(ctx); err != nil {
+	finished, err := c.finishIntents(ctx)
+	if err != nil {
 		return err
 	}
 	rows, err := c.pool.Query(ctx, `SELECT DISTINCT dataset FROM hyp_staged WHERE commit_id IS NULL`)
@@ -151,25 +153,22 @@ func (c *Cluster) CommitStaged(ctx context.Context) error {
 	}
 	var errs []error
 	for _, ds := range datasets {
-		for {
-			n, err := c.decide(ctx, ds)
-			if err == nil && n > 0 {
-				err = c.finishIntents(ctx)
-			}
-			if err != nil {
-				errs = append(errs, fmt.Errorf("dataset %s: %w", ds, err))
-				break
-			}
-			if n < maxCommitFiles {
-				break
-			}
+		if finished[ds] {
+			continue
+		}
+		n, err := c.decide(ctx, ds)
+		if err == nil && n > 0 {
+			_, err = c.finishIntents(ctx)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("dataset %s: %w", ds, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// decide records a commit intent for up to maxCommitFiles staged files of dataset: their
-// ids name the commit, and the table's head now is its base.
+// decide records a commit intent for the staged files of up to maxCommitStages stages of
+// dataset: the files' ids name the commit, and the table's head now is its base.
 func (c *Cluster) decide(ctx context.Context, dataset string) (int, error) {
 	base, err := c.lake.Head(ctx, dataset)
 	if err != nil {
@@ -177,8 +176,9 @@ func (c *Cluster) decide(ctx context.Context, dataset string) (int, error) {
 	}
 	var n int
 	err = c.inTx(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT id FROM hyp_staged WHERE dataset = $1 AND commit_id IS NULL ORDER BY id LIMIT $2 FOR UPDATE`,
-			dataset, maxCommitFiles)
+		rows, err := tx.Query(ctx, `SELECT id FROM hyp_staged WHERE dataset = $1 AND commit_id IS NULL AND stage IN (
+				SELECT stage FROM hyp_staged WHERE dataset = $1 AND commit_id IS NULL GROUP BY stage ORDER BY min(id) LIMIT $2)
+			ORDER BY id FOR UPDATE`, dataset, maxCommitStages)
 		if err != nil {
 			return err
 		}
@@ -207,10 +207,11 @@ func (c *Cluster) decide(ctx context.Context, dataset string) (int, error) {
 
 // finishIntents makes every decided commit that is not marked committed: committed in the
 // lake unless a snapshot after its base already carries its id, then marked in PostgreSQL.
-func (c *Cluster) finishIntents(ctx context.Context) error {
+// It returns the datasets it made a snapshot of (an intent found landed made none).
+func (c *Cluster) finishIntents(ctx context.Context) (map[string]bool, error) {
 	rows, err := c.pool.Query(ctx, `SELECT id, dataset, base FROM hyp_commits WHERE committed_at IS NULL ORDER BY decided_at`)
 	if err != nil {
-		return fmt.Errorf("list commit intents: %w", err)
+		return nil, fmt.Errorf("list commit intents: %w", err)
 	}
 	type intent struct {
 		id, dataset string
@@ -221,24 +222,28 @@ func (c *Cluster) finishIntents(ctx context.Context) error {
 		return in, r.Scan(&in.id, &in.dataset, &in.base)
 	})
 	if err != nil {
-		return fmt.Errorf("list commit intents: %w", err)
+		return nil, fmt.Errorf("list commit intents: %w", err)
 	}
+	finished := map[string]bool{}
 	for _, in := range intents {
 		sc := lake.StagedCommit{Dataset: in.dataset, ID: in.id, Base: in.base}
 		if err := c.intentFiles(ctx, &sc); err != nil {
-			return err
+			return finished, err
 		}
 		start := time.Now()
 		res, err := c.lake.CommitStaged(ctx, sc)
 		if err != nil {
-			return fmt.Errorf("commit %s to %s: %w", in.id, in.dataset, err)
+			return finished, fmt.Errorf("commit %s to %s: %w", in.id, in.dataset, err)
 		}
 		if c.afterLakeCommit != nil {
 			c.afterLakeCommit()
 		}
 		if _, err := c.pool.Exec(ctx, `WITH done AS (UPDATE hyp_commits SET committed_at = now(), snapshot = $2 WHERE id = $1)
 			UPDATE hyp_staged SET committed_at = now() WHERE commit_id = $1`, in.id, res.Snapshot); err != nil {
-			return fmt.Errorf("mark commit %s: %w", in.id, err)
+			return finished, fmt.Errorf("mark commit %s: %w", in.id, err)
+		}
+		if !res.Already {
+			finished[in.dataset] = true
 		}
 		result := "committed"
 		if res.Already {
@@ -248,37 +253,30 @@ func (c *Cluster) finishIntents(ctx context.Context) error {
 		c.metrics.commitSeconds.Observe(time.Since(start).Seconds())
 		c.log.Info("cluster: committed staged files", "dataset", in.dataset, "commit", in.id, "files", len(sc.Paths), "rows", res.Rows, "already", res.Already)
 	}
-	return nil
+	return finished, nil
 }
 
-// intentFiles fills in the files of a commit and one unit per partition spanning them.
+// intentFiles fills in the files of a commit and one unit per partition spanning the spans
+// of their stages.
 func (c *Cluster) intentFiles(ctx context.Context, sc *lake.StagedCommit) error {
-	rows, err := c.pool.Query(ctx, `SELECT path, part, first_seq, last_seq, rows FROM hyp_staged WHERE commit_id = $1 ORDER BY id`, sc.ID)
+	rows, err := c.pool.Query(ctx, `SELECT path FROM hyp_staged WHERE commit_id = $1 ORDER BY id`, sc.ID)
 	if err != nil {
 		return fmt.Errorf("files of commit %s: %w", sc.ID, err)
 	}
-	defer rows.Close()
-	units := map[string]*lake.Unit{}
-	for rows.Next() {
-		var path, part string
-		var first, last, n int64
-		if err := rows.Scan(&path, &part, &first, &last, &n); err != nil {
-			return fmt.Errorf("files of commit %s: %w", sc.ID, err)
-		}
-		sc.Paths = append(sc.Paths, path)
-		u := units[part]
-		if u == nil {
-			u = &lake.Unit{Dataset: sc.Dataset, Partition: part, First: first, Last: last}
-			units[part] = u
-		}
-		u.First, u.Last, u.Rows = min(u.First, first), max(u.Last, last), u.Rows+n
-	}
-	if err := rows.Err(); err != nil {
+	if sc.Paths, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
 		return fmt.Errorf("files of commit %s: %w", sc.ID, err)
 	}
-	for _, u := range units {
-		sc.Units = append(sc.Units, *u)
+	rows, err = c.pool.Query(ctx, `SELECT part, min(first_seq), max(last_seq), sum(rows)::bigint FROM hyp_stage_spans
+		WHERE stage IN (SELECT stage FROM hyp_staged WHERE commit_id = $1) GROUP BY part ORDER BY part`, sc.ID)
+	if err != nil {
+		return fmt.Errorf("units of commit %s: %w", sc.ID, err)
 	}
-	sort.Slice(sc.Units, func(i, j int) bool { return sc.Units[i].Partition < sc.Units[j].Partition })
+	sc.Units, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (lake.Unit, error) {
+		u := lake.Unit{Dataset: sc.Dataset}
+		return u, r.Scan(&u.Partition, &u.First, &u.Last, &u.Rows)
+	})
+	if err != nil {
+		return fmt.Errorf("units of commit %s: %w", sc.ID, err)
+	}
 	return nil
 }

@@ -34,7 +34,7 @@ func TestIncarnationMigrationAndSeqSpaces(t *testing.T) {
 	if _, err := conn.Exec(ctx, `INSERT INTO hyp_ledger VALUES ('gw', 'logs', $1, 1, 3)`, partition.GatewayName("gw", "api")); err != nil {
 		t.Fatal(err)
 	}
-	o := Options{Postgres: pg.URI(), CommitInterval: time.Hour,
+	o := Options{Postgres: pg.URI(), CommitInterval: time.Hour, GroupBytes: 8 << 20,
 		Lake: lake.Options{Catalog: "sql", URI: pg.URI(), Warehouse: filepath.Join(t.TempDir(), "warehouse"), Namespace: "hyp", PartitionBy: "day", Gateway: "cluster"}}
 	var cs []*Cluster
 	for range 2 {

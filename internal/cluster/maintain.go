@@ -13,7 +13,8 @@ import (
 )
 
 // The committer keeps the lake's tables small between its commits (issue 13 item 3): every
-// replica stages a file per chunk, so a fleet leaves thousands of small files an hour. Upkeep
+// replica stages a file per group of chunks and table partition, so a fleet still leaves
+// many files smaller than a table wants. Upkeep
 // runs in the committer's loop, never beside a commit of its own, and is the lake's
 // (internal/lake Maintain: expiry, compaction, manifest merge, orphans) with what only the
 // cluster knows:
@@ -79,12 +80,17 @@ func (c *Cluster) Maintain(ctx context.Context) ([]lake.TableReport, error) {
 	return reports, err
 }
 
-// forget deletes files committed more than forgetAfter ago from hyp_staged, and the commits
-// no staged file names any more.
+// forget deletes files committed more than forgetAfter ago from hyp_staged, the spans of
+// stages no staged file is left of, and the commits no staged file names any more. A stage's
+// spans are recorded in the transaction that records its files, so no stage is seen
+// between the two.
 func (c *Cluster) forget(ctx context.Context) error {
 	age := forgetAfter.String()
 	err := c.inTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM hyp_staged WHERE committed_at < now() - $1::interval`, age); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM hyp_stage_spans sp WHERE NOT EXISTS (SELECT 1 FROM hyp_staged s WHERE s.stage = sp.stage)`); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `DELETE FROM hyp_commits WHERE committed_at < now() - $1::interval

@@ -187,7 +187,7 @@ func stageUnrecorded(t *testing.T, c *Cluster, ch Chunk, id uuid.UUID) string {
 	}
 	defer rec.Release()
 	u := lake.Unit{Dataset: ch.Dataset, Partition: "gateway=" + ch.Gateway + "/source=" + ch.Source, First: ch.Seqs[0], Last: ch.Seqs[len(ch.Seqs)-1], Rows: rec.NumRows()}
-	files, err := c.lake.Stage(context.Background(), ch.Dataset, lake.Batch{Unit: u, Source: ch.Source, Gateway: ch.Gateway, Records: []arrow.RecordBatch{rec}}, id)
+	files, err := c.lake.Stage(context.Background(), ch.Dataset, []lake.Batch{{Unit: u, Source: ch.Source, Gateway: ch.Gateway, Records: []arrow.RecordBatch{rec}}}, id)
 	if err != nil || len(files) != 1 {
 		t.Fatalf("stage: %v, %d files", err, len(files))
 	}

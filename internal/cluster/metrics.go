@@ -15,6 +15,7 @@ type metrics struct {
 	commits       *prometheus.CounterVec
 	commitSeconds prometheus.Histogram
 	stageSeconds  prometheus.Histogram
+	groupChunks   prometheus.Histogram
 	maintains     *prometheus.CounterVec
 	orphans       prometheus.Counter
 	dataFiles     *prometheus.GaugeVec
@@ -34,7 +35,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "hyp_cluster_commit_seconds",
 			Help: "Time to commit one intent's staged files to the lake.", Buckets: prometheus.ExponentialBuckets(0.01, 2, 12)}),
 		stageSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "hyp_cluster_stage_seconds",
-			Help: "Time to write one chunk's staged data files to the warehouse.", Buckets: prometheus.ExponentialBuckets(0.002, 2, 12)}),
+			Help: "Time to write one group's staged data files of one table to the warehouse.", Buckets: prometheus.ExponentialBuckets(0.002, 2, 12)}),
+		groupChunks: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "hyp_cluster_group_chunks",
+			Help: "Chunks stored together in one group (one PostgreSQL transaction, one stage per table).", Buckets: prometheus.ExponentialBuckets(1, 2, 10)}),
 		maintains: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hyp_cluster_maintain_total",
 			Help: "Table upkeep runs of this replica as committer, by result (ok or failed)."}, []string{"result"}),
 		orphans: prometheus.NewCounter(prometheus.CounterOpts{Name: "hyp_cluster_orphans_removed_total",
@@ -45,7 +48,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	collectors := []prometheus.Collector{m.committer, m.staged, m.lag, m.commits, m.commitSeconds, m.stageSeconds, m.maintains, m.orphans, m.dataFiles}
+	collectors := []prometheus.Collector{m.committer, m.staged, m.lag, m.commits, m.commitSeconds, m.stageSeconds, m.groupChunks, m.maintains, m.orphans, m.dataFiles}
 	if err := promreg.Register(reg, collectors...); err != nil {
 		return nil, fmt.Errorf("cluster: registering metrics: %w", err)
 	}

@@ -16,7 +16,7 @@ func TestConnectErrorsShowNoPassword(t *testing.T) {
 		{"postgres://hyp:S3CRET@127.0.0.1:1/hyp?connect_timeout=5", "postgres://hyp:xxxxx@127.0.0.1:1/hyp"},
 		{"postgres://hyp@127.0.0.1:1/hyp?connect_timeout=5&sslpassword=S3CRET", "sslpassword=xxxxx"},
 	} {
-		_, err := Open(context.Background(), Options{Postgres: tc.uri, CommitInterval: time.Hour})
+		_, err := Open(context.Background(), Options{Postgres: tc.uri, CommitInterval: time.Hour, GroupBytes: 8 << 20})
 		_, serr := Status(context.Background(), tc.uri)
 		for what, err := range map[string]error{"Open": err, "Status": serr} {
 			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "S3") {

@@ -82,8 +82,10 @@ func Status(ctx context.Context, postgres string) (Report, error) {
 	}
 	rows, err = conn.Query(ctx, `SELECT g.gateway, g.last_seen, g.rows_stored, coalesce(s.rows, 0),
 			coalesce(extract(epoch FROM now() - s.oldest), 0)::float8
-		FROM hyp_gateways g LEFT JOIN (SELECT gateway, sum(rows) AS rows, min(staged_at) AS oldest
-			FROM hyp_staged WHERE committed_at IS NULL GROUP BY gateway) s ON s.gateway = g.gateway
+		FROM hyp_gateways g LEFT JOIN (SELECT sp.gateway, sum(sp.rows) AS rows, min(f.staged_at) AS oldest
+			FROM hyp_stage_spans sp JOIN (SELECT stage, min(staged_at) AS staged_at FROM hyp_staged
+				WHERE committed_at IS NULL GROUP BY stage) f ON f.stage = sp.stage
+			GROUP BY sp.gateway) s ON s.gateway = g.gateway
 		ORDER BY g.gateway`)
 	if err != nil {
 		return r, fmt.Errorf("cluster: gateways: %w", err)

@@ -30,13 +30,27 @@ type Cluster struct {
 	// Lake is the table every replica stages into and the committer commits to: an
 	// iceberg sink block. Its schedule is not used; its maintain block is the committer's
 	// upkeep between commits, which in a cluster runs every 10m and compacts unless the
-	// block says otherwise: every replica stages a file per chunk.
+	// block says otherwise: every replica stages a file per group of chunks.
 	Lake           Sink     `yaml:"lake"`
 	CommitInterval Duration `yaml:"commit_interval"`
+	// GroupWindow and GroupBytes bound how long a replica gathers the chunks reaching it
+	// into one staged file per table and one PostgreSQL transaction (SPEC 5): a group is
+	// stored GroupWindow after its first chunk (0: as soon as the previous group is), or
+	// once its rows reach GroupBytes of JSON. Each chunk's answer waits for its group.
+	GroupWindow Duration `yaml:"group_window"`
+	GroupBytes  int64    `yaml:"group_bytes"`
 }
 
 // defaultCommitInterval is how often the committer commits staged files (SPEC 5).
 const defaultCommitInterval = Duration(30 * time.Second)
+
+// Grouping defaults: a few hundred milliseconds, a few MiB (SPEC 5). maxGroupWindow keeps
+// a chunk's answer far inside a sender's request timeout.
+const (
+	defaultGroupWindow = Duration(250 * time.Millisecond)
+	defaultGroupBytes  = 8 << 20
+	maxGroupWindow     = Duration(10 * time.Second)
+)
 
 const clusterKey = "server.cluster"
 
@@ -55,6 +69,12 @@ func resolveServer(home string, s *Server, given func(key string) bool) []proble
 	}
 	if c.CommitInterval == 0 {
 		c.CommitInterval = defaultCommitInterval
+	}
+	if !given(clusterKey + ".group_window") {
+		c.GroupWindow = defaultGroupWindow
+	}
+	if c.GroupBytes == 0 {
+		c.GroupBytes = defaultGroupBytes
 	}
 	if c.Lake.Type == "" {
 		c.Lake.Type = "iceberg"
@@ -91,6 +111,12 @@ func validateServer(s Server) []problem {
 	}
 	if c.CommitInterval <= 0 {
 		add(problemf(clusterKey+".commit_interval", "must be greater than 0, got %v", time.Duration(c.CommitInterval)))
+	}
+	if c.GroupWindow < 0 || c.GroupWindow > maxGroupWindow {
+		add(problemf(clusterKey+".group_window", "must be from 0 to %v, got %v", time.Duration(maxGroupWindow), time.Duration(c.GroupWindow)))
+	}
+	if c.GroupBytes < 0 {
+		add(problemf(clusterKey+".group_bytes", "must be greater than 0, got %d", c.GroupBytes))
 	}
 	if c.Lake.Type != "iceberg" {
 		add(problemf(clusterKey+".lake.type", "must be iceberg (the lake block is an iceberg sink block), got %q", c.Lake.Type))

@@ -19,6 +19,8 @@ func TestParseServerCluster(t *testing.T) {
 		{name: "lake of another type", yaml: "server:\n  cluster:\n    postgres: postgres://db/hyp\n    lake: {type: blob}\n",
 			wantErr: []string{"server.cluster.lake.type: must be iceberg"}},
 		{name: "unknown key", yaml: "server:\n  cluster:\n    postgress: x\n", wantErr: []string{"postgress"}},
+		{name: "bad grouping", yaml: "server:\n  cluster:\n    postgres: postgres://db/hyp\n    group_window: 1m\n    group_bytes: -1\n    lake:\n      catalog: {type: sql, uri: \"postgres://db/hyp\"}\n      warehouse: /w\n",
+			wantErr: []string{"server.cluster.group_window: must be from 0 to 10s, got 1m0s", "server.cluster.group_bytes: must be greater than 0, got -1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -26,7 +28,8 @@ func TestParseServerCluster(t *testing.T) {
 			if c == nil {
 				return
 			}
-			if cl := c.Server.Cluster; cl == nil || cl.CommitInterval != Duration(30*time.Second) || cl.Lake.Type != "iceberg" || cl.Lake.Namespace != "hyp" || cl.Lake.PartitionBy != "day" {
+			if cl := c.Server.Cluster; cl == nil || cl.CommitInterval != Duration(30*time.Second) || cl.GroupWindow != Duration(250*time.Millisecond) ||
+				cl.GroupBytes != 8<<20 || cl.Lake.Type != "iceberg" || cl.Lake.Namespace != "hyp" || cl.Lake.PartitionBy != "day" {
 				t.Fatalf("cluster = %+v", cl)
 			}
 		})
@@ -78,5 +81,14 @@ func TestMaxGatewaysPerToken(t *testing.T) {
 	}
 	if got := Default(home).Server.MaxGatewaysPerToken; got != DefaultMaxGatewaysPerToken {
 		t.Fatalf("without a file: %d", got)
+	}
+}
+
+// A group_window of 0 given in the file stays 0 (store each group as soon as the previous
+// one is), unlike an absent one.
+func TestClusterGroupWindowZero(t *testing.T) {
+	c := parseCase(t, "server:\n  cluster:\n    postgres: postgres://db/hyp\n    group_window: 0s\n    lake:\n      catalog: {type: sql, uri: \"postgres://db/hyp\"}\n      warehouse: /w\n", nil)
+	if got := c.Server.Cluster.GroupWindow; got != 0 {
+		t.Fatalf("group_window = %v, want 0", time.Duration(got))
 	}
 }

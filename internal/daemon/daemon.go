@@ -161,6 +161,7 @@ func clusterFront(ctx context.Context, cc *config.Cluster, listen string, o serv
 	}
 	c, err := cluster.Open(ctx, cluster.Options{
 		Postgres: cc.Postgres, Lake: sink.LakeOptions(cc.Lake, cluster.Writer, cluster.Writer), CommitInterval: time.Duration(cc.CommitInterval),
+		GroupWindow: time.Duration(cc.GroupWindow), GroupBytes: cc.GroupBytes,
 		Maintain:         lake.MaintainOptions{Compact: m.Compact, ExpireOlderThan: time.Duration(m.ExpireOlderThan), RetainLast: m.RetainLast},
 		MaintainSchedule: upkeep,
 		Addr:             listen, Registerer: n.Reg, Logger: o.Logger,

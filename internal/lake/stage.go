@@ -1,11 +1,17 @@
 package lake
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/iceberg-go"
 	"github.com/google/uuid"
 	"golang.org/x/sync/errgroup"
@@ -29,21 +35,30 @@ type StagedFile struct {
 	Bytes int64
 }
 
-// Stage writes the batch's rows as data files of the dataset's table (creating the table or
-// growing its schema first, as Commit does) and commits nothing. The files are named by id
-// (one uuid per run of records of one schema, derived from it), which the caller records
-// before calling, so that files of a stage that was never recorded as done can be found and
-// removed (RemoveStaged); a new id per call means a write cut short and retried never
-// overwrites a file some record names.
-func (l *Lake) Stage(ctx context.Context, dataset string, b Batch, id uuid.UUID) ([]StagedFile, error) {
-	tbl, err := l.prepare(ctx, dataset, []Batch{b})
+// Stage writes the batches' rows as data files of the dataset's table (creating the table
+// or growing its schema first, as Commit does) and commits nothing. The batches' records are
+// brought to one schema (a column a batch lacks is null in its rows), so that the chunks a
+// replica groups (SPEC 5) become one file per partition of the table, not one per chunk;
+// only records whose columns cannot share a file (one name, two types) start another run.
+// The files are named by id (one uuid per run of records of one schema, derived from it),
+// which the caller records before calling, so that files of a stage that was never recorded
+// as done can be found and removed (RemoveStaged); a new id per call means a write cut short
+// and retried never overwrites a file some record names.
+func (l *Lake) Stage(ctx context.Context, dataset string, batches []Batch, id uuid.UUID) ([]StagedFile, error) {
+	tbl, err := l.prepare(ctx, dataset, batches)
 	if err != nil {
 		return nil, err
 	}
-	recs, err := l.project(tbl.Schema(), b)
-	if err != nil {
-		return nil, fmt.Errorf("stage %s %d-%d: %w", b.Unit.Partition, b.Unit.First, b.Unit.Last, err)
+	var recs []arrow.RecordBatch
+	for _, b := range batches {
+		r, err := l.project(tbl.Schema(), b)
+		if err != nil {
+			releaseAll(recs)
+			return nil, fmt.Errorf("stage %s %d-%d: %w", b.Unit.Partition, b.Unit.First, b.Unit.Last, err)
+		}
+		recs = append(recs, r...)
 	}
+	recs = unify(recs)
 	var out []StagedFile
 	for run := 0; len(recs) > 0; run++ {
 		n := 1
@@ -53,16 +68,85 @@ func (l *Lake) Stage(ctx context.Context, dataset string, b Batch, id uuid.UUID)
 		files, err := writeRun(ctx, tbl, recs[:n], stageRunUUID(id, run))
 		recs = recs[n:]
 		if err != nil {
-			for _, r := range recs {
-				r.Release()
-			}
-			return nil, fmt.Errorf("stage %s %d-%d in %s: %w", b.Unit.Partition, b.Unit.First, b.Unit.Last, tbl.Location(), err)
+			releaseAll(recs)
+			return nil, fmt.Errorf("stage %d batches in %s: %w", len(batches), tbl.Location(), err)
 		}
 		for _, f := range files {
 			out = append(out, StagedFile{Path: f.FilePath(), Rows: f.Count(), Bytes: f.FileSizeBytes()})
 		}
 	}
 	return out, nil
+}
+
+func releaseAll(recs []arrow.RecordBatch) {
+	for _, r := range recs {
+		r.Release()
+	}
+}
+
+// unify pads projected records (table columns, field ids attached) with null columns so that
+// records that can share a file have one schema, its columns in field-id order, and orders
+// the records so that each schema's are adjacent. A record takes the first schema its
+// columns do not contradict (a column of the same name and another type). It releases what
+// it replaces.
+func unify(recs []arrow.RecordBatch) []arrow.RecordBatch {
+	type set struct {
+		fields map[string]arrow.Field
+		recs   []arrow.RecordBatch
+	}
+	var sets []*set
+	fits := func(s *set, sc *arrow.Schema) bool {
+		for _, f := range sc.Fields() {
+			if g, ok := s.fields[f.Name]; ok && !arrow.TypeEqual(g.Type, f.Type) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, r := range recs {
+		i := slices.IndexFunc(sets, func(s *set) bool { return fits(s, r.Schema()) })
+		if i < 0 {
+			sets = append(sets, &set{fields: map[string]arrow.Field{}})
+			i = len(sets) - 1
+		}
+		for _, f := range r.Schema().Fields() {
+			sets[i].fields[f.Name] = f
+		}
+		sets[i].recs = append(sets[i].recs, r)
+	}
+	out := recs[:0]
+	for _, s := range sets {
+		fields := slices.SortedFunc(maps.Values(s.fields), func(a, b arrow.Field) int { return cmp.Compare(fieldID(a), fieldID(b)) })
+		sc := arrow.NewSchema(fields, nil)
+		for _, r := range s.recs {
+			if r.Schema().Equal(sc) {
+				out = append(out, r)
+				continue
+			}
+			cols := make([]arrow.Array, len(fields))
+			for i, f := range fields {
+				if j := r.Schema().FieldIndices(f.Name); len(j) > 0 {
+					cols[i] = r.Column(j[0])
+					cols[i].Retain()
+				} else {
+					cols[i] = array.MakeArrayOfNull(memory.DefaultAllocator, f.Type, int(r.NumRows()))
+				}
+			}
+			out = append(out, array.NewRecordBatch(sc, cols, r.NumRows()))
+			releaseAll([]arrow.RecordBatch{r})
+			for _, c := range cols {
+				c.Release()
+			}
+		}
+	}
+	return out
+}
+
+// fieldID is the table field id project attached to f.
+func fieldID(f arrow.Field) int {
+	v, _ := f.Metadata.GetValue(table.ArrowParquetFieldIDKey)
+	id, _ := strconv.Atoi(v)
+	return id
 }
 
 // stageRunUUID names the files of one run of a stage's records.

@@ -24,15 +24,15 @@ func TestStagedFilesCommitOnce(t *testing.T) {
 	bb := batch(t, "gateway=gw-b/source=api", 1, 7, arrow.BinaryTypes.String) // n as text: a sibling column
 	bb.Gateway = "gw-b"
 	idA, idB, idOrphan := uuid.New(), uuid.New(), uuid.New()
-	fa, err := a.Stage(ctx, "logs", ba, idA)
+	fa, err := a.Stage(ctx, "logs", []Batch{ba}, idA)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fb, err := b.Stage(ctx, "logs", bb, idB)
+	fb, err := b.Stage(ctx, "logs", []Batch{bb}, idB)
 	if err != nil {
 		t.Fatal(err)
 	}
-	orphan, err := b.Stage(ctx, "logs", bb, idOrphan) // a replica that died before recording its files
+	orphan, err := b.Stage(ctx, "logs", []Batch{bb}, idOrphan) // a replica that died before recording its files
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,5 +111,60 @@ func TestStagedFilesCommitOnce(t *testing.T) {
 	}
 	if files, rows := liveFiles(t, a); rows != 12 || len(files) != 4 {
 		t.Fatalf("after RemoveStaged the table holds %d rows in %d files, want 12 in 4", rows, len(files))
+	}
+}
+
+// TestStageGroupsBatchesIntoOneFilePerPartition: batches of two gateways staged together
+// (one of them bringing a sibling column the other lacks) make one file per day, not one per
+// batch, and every row keeps its own gateway and values.
+func TestStageGroupsBatchesIntoOneFilePerPartition(t *testing.T) {
+	ctx := context.Background()
+	l, _ := openLake(t, "sql", "day", "cluster")
+	ba := batch(t, "gateway=gw-a/source=api", 1, 5, arrow.PrimitiveTypes.Int64)
+	ba.Gateway = "gw-a"
+	bb := batch(t, "gateway=gw-b/source=api", 1, 7, arrow.BinaryTypes.String)
+	bb.Gateway = "gw-b"
+	files, err := l.Stage(ctx, "logs", []Batch{ba, bb}, uuid.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 2 {
+		t.Fatalf("staged %d files, want 2 (one per day)", len(files))
+	}
+	var paths []string
+	for _, f := range files {
+		paths = append(paths, f.Path)
+	}
+	units := []Unit{ba.Unit, bb.Unit}
+	if _, err := l.CommitStaged(ctx, StagedCommit{Dataset: "logs", ID: CommitID("cluster", "", units), Paths: paths, Units: units}); err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := l.load(ctx, "logs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, recs, err := tbl.Scan().ToArrowRecords(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Per gateway: rows, and rows whose n is null (gw-a's n is a number, gw-b's is text
+	// kept in the sibling column, so gw-b's rows have no number n).
+	rows, nullN := map[string]int{}, map[string]int{}
+	for rec, err := range recs {
+		if err != nil {
+			t.Fatal(err)
+		}
+		gw := rec.Column(rec.Schema().FieldIndices(GatewayColumn)[0])
+		n := rec.Column(rec.Schema().FieldIndices("n")[0])
+		for i := 0; i < gw.Len(); i++ {
+			rows[gw.ValueStr(i)]++
+			if n.IsNull(i) {
+				nullN[gw.ValueStr(i)]++
+			}
+		}
+		rec.Release()
+	}
+	if rows["gw-a"] != 5 || rows["gw-b"] != 7 || nullN["gw-a"] != 0 || nullN["gw-b"] != 7 {
+		t.Fatalf("rows per gateway %v, rows without a number n %v; want gw-a 5 (all numbered), gw-b 7 (none)", rows, nullN)
 	}
 }
