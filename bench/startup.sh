@@ -1,0 +1,39 @@
+#!/bin/bash
+# Start-up and idle figures of one hyp binary (issue 26 item 1): its size, `hyp --help` wall
+# time (median of 5), daemon start to the first /healthz 200, and the daemon's RSS 10 s after
+# it is ready (anonymous and file-backed, from /proc/PID/status).
+# Usage: HYP=<hyp binary> bench/startup.sh   (PORT, default 4399, is the ingest listener's)
+set -u
+HYP=${HYP:?path to a hyp binary}; PORT=${PORT:-4399}
+# Measure a copy, as `make install` ships one: a binary the Go linker has just written can sit
+# in the page cache as 2 MiB folios, mapped whole, which adds ~30 MiB of file-backed RSS that
+# an installed copy does not have.
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+cp "$HYP" "$work/hyp"; HYP=$work/hyp
+now() { date +%s.%N; }
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+echo "binary: $(stat -c %s "$HYP" | awk '{printf "%.1f MB", $1/1e6}')"
+
+for _ in 1 2 3 4 5; do
+  t0=$(now); "$HYP" --help > /dev/null; t1=$(now)
+  echo "$t0 $t1" | awk '{printf "%.0f\n", ($2-$1)*1000}'
+done | median | awk '{print "hyp --help: " $1 " ms (median of 5)"}'
+
+home=$work/home; mkdir -p "$home"
+printf 'ingest:\n  listen: 127.0.0.1:%s\nsinks: {}\n' "$PORT" > "$home/hyp.yaml"
+t0=$(now)
+"$HYP" daemon --home "$home" > "$home/daemon.log" 2>&1 & pid=$!
+ready=
+for _ in $(seq 1 500); do
+  if curl -sf -o /dev/null "http://127.0.0.1:$PORT/healthz"; then ready=$(now); break; fi
+  sleep 0.01
+done
+if [ -z "$ready" ]; then
+  echo "daemon never answered /healthz; log:" >&2; cat "$home/daemon.log" >&2
+  kill -TERM $pid; wait $pid 2>/dev/null; exit 1
+fi
+echo "$t0 $ready" | awk '{printf "start to /healthz 200: %.2f s\n", $2-$1}'
+sleep 10
+awk '/^(VmRSS|RssAnon|RssFile):/ {printf "%s %d MiB  ", $1, $2/1024} END {print "(idle, 10 s after ready)"}' /proc/$pid/status
+kill -TERM $pid; wait $pid 2>/dev/null
