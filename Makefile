@@ -23,15 +23,16 @@ SYSTEMD_DIR ?= /lib/systemd/system
 
 .PHONY: build run test binary-check tools postgres systemd-analyze install soak fuzz bench clean
 
-# Every build and test of hyp compiles against bin/mod/go.mod: go.mod plus a replace of
-# iceberg-go by a copy patched with patches/iceberg-go.patch (above all, Substrait's catalogue
-# loaded on first use instead of at every process start: 32 MB and 0.1-0.4 s before main). A
-# plain `go build` still works, without the patch. The patch must apply exactly: after an
-# iceberg-go upgrade, redo it or drop it. grpcnotrace keeps gRPC (linked only for types, by
-# arrow-go and gocloud) from importing x/net/trace, whose html/template makes the linker keep
-# every exported method of every type: 20 MB of the binary.
-ICEBERG_GO := github.com/apache/iceberg-go
-BUILD_MOD  := bin/mod/go.mod
+# Every build and test of hyp compiles against bin/mod/go.mod: go.mod plus replaces of the
+# modules in PATCHED_MODULES by copies patched with patches/NAME.patch, which keep their
+# heavy set-up out of every process start (iceberg-go's Substrait catalogue: 32 MB and
+# 0.1-0.4 s before main; arrow-go's compute registry: ~5 MiB of code paged in). A plain
+# `go build` still works, without them. A patch must apply exactly: after an upgrade of its
+# module, redo it or drop it. grpcnotrace keeps gRPC (linked only for types, by arrow-go and
+# gocloud) from importing x/net/trace, whose html/template makes the linker keep every
+# exported method of every type: 20 MB of the binary.
+PATCHED_MODULES := iceberg-go=github.com/apache/iceberg-go arrow-go=github.com/apache/arrow-go/v18
+BUILD_MOD := bin/mod/go.mod
 HYP_GOFLAGS = -modfile=$(CURDIR)/$(BUILD_MOD) -tags=grpcnotrace
 # go test and go vet, and the `go build` of cmd/hyp's end-to-end tests, get them from GOFLAGS.
 HYPGO = GOFLAGS="$$($(GO) env GOFLAGS) $(HYP_GOFLAGS)" $(GO)
@@ -43,14 +44,16 @@ LDFLAGS := -s -w -extldflags=-Wl,--no-export-dynamic
 build: $(BUILD_MOD)
 	$(GO) build $(HYP_GOFLAGS) -trimpath -ldflags='$(LDFLAGS)' -o $(BIN) ./cmd/hyp
 
-$(BUILD_MOD): go.mod go.sum patches/iceberg-go.patch
+$(BUILD_MOD): go.mod go.sum $(wildcard patches/*.patch)
 	rm -rf $(dir $@) && mkdir -p $(dir $@)
-	$(GO) mod download $(ICEBERG_GO)
-	cp -r "$$($(GO) list -m -f '{{.Dir}}' $(ICEBERG_GO))" $(dir $@)iceberg-go
-	chmod -R u+w $(dir $@)iceberg-go
-	patch -s -p1 -F0 -d $(dir $@)iceberg-go < patches/iceberg-go.patch
+	cp go.mod $@.tmp
+	for p in $(PATCHED_MODULES); do name=$${p%%=*}; mod=$${p#*=}; dir=$(dir $@)$$name; \
+	  $(GO) mod download $$mod && cp -r "$$($(GO) list -m -f '{{.Dir}}' $$mod)" $$dir && \
+	  chmod -R u+w $$dir && patch -s -p1 -F0 -d $$dir < patches/$$name.patch && \
+	  echo "replace $$mod => ./$$dir" >> $@.tmp || exit 1; \
+	done
 	cp go.sum $(dir $@)go.sum
-	{ cat go.mod; echo 'replace $(ICEBERG_GO) => ./$(dir $@)iceberg-go'; } > $@.tmp && mv $@.tmp $@
+	mv $@.tmp $@
 
 # Issue 26's budget for the shipped binary: at most 100 MB, and no package init that
 # allocates more than 4 MB before main (what iceberg-go's Substrait catalogue did).
