@@ -135,8 +135,11 @@ soak: tools build
 # module proxy (~3 min), then both run alternately and the ratios are printed. DUR and REPS
 # (default 15s, 2) set the length; figures go to docs/PERFORMANCE.md. Then the forward figure
 # (bench/peers/forward.sh): a backlog the generator ingested, forwarded to a local `hyp server`.
+# First the start-up and idle figures (bench/startup.sh): binary size, `hyp --help`, start to
+# /healthz, idle RSS.
 PEERS_DIR := $(HOME)/.cache/hyp-tools/peers
 bench: build $(PEERS_DIR)/otelcol
+	HYP=$(CURDIR)/$(BIN) bench/startup.sh
 	cd bench/peers/load && $(GO) build -o $(PEERS_DIR)/load/bin/ ./cmd/...
 	cp -r bench/peers/configs $(PEERS_DIR)/
 	PEERS=$(PEERS_DIR) HYP=$(CURDIR)/$(BIN) bench/peers/sbs.sh
