@@ -21,18 +21,61 @@ export HYP_PROMTOOL_BIN ?= $(PROMTOOL)
 PREFIX      ?= /usr/local
 SYSTEMD_DIR ?= /lib/systemd/system
 
-.PHONY: build run test tools postgres systemd-analyze install soak fuzz bench clean
+.PHONY: build run test binary-check tools postgres systemd-analyze install soak fuzz bench clean
 
-build:
-	$(GO) build -o $(BIN) ./cmd/hyp
+# Every build and test of hyp compiles against bin/mod/go.mod: go.mod plus replaces of the
+# modules in PATCHED_MODULES by copies patched with patches/NAME.patch, which keep their
+# heavy set-up out of every process start (iceberg-go's Substrait catalogue: 32 MB and
+# 0.1-0.4 s before main; arrow-go's compute registry: ~5 MiB of code paged in). A plain
+# `go build` still works, without them. A patch must apply exactly: after an upgrade of its
+# module, redo it or drop it. grpcnotrace keeps gRPC (linked only for types, by arrow-go and
+# gocloud) from importing x/net/trace, whose html/template makes the linker keep every
+# exported method of every type: 20 MB of the binary.
+PATCHED_MODULES := iceberg-go=github.com/apache/iceberg-go arrow-go=github.com/apache/arrow-go/v18
+BUILD_MOD := bin/mod/go.mod
+HYP_GOFLAGS = -modfile=$(CURDIR)/$(BUILD_MOD) -tags=grpcnotrace
+# go test and go vet, and the `go build` of cmd/hyp's end-to-end tests, get them from GOFLAGS.
+HYPGO = GOFLAGS="$$($(GO) env GOFLAGS) $(HYP_GOFLAGS)" $(GO)
+# The shipped binary is stripped, and leaves DuckDB's C++ symbols out of the dynamic symbol
+# table (its cgo flags ask for -rdynamic, but nothing is loaded into hyp that would look them
+# up: query switches DuckDB's extension loading off): 6.8 MB less to ship and to map.
+LDFLAGS := -s -w -extldflags=-Wl,--no-export-dynamic
+
+build: $(BUILD_MOD)
+	$(GO) build $(HYP_GOFLAGS) -trimpath -ldflags='$(LDFLAGS)' -o $(BIN) ./cmd/hyp
+
+$(BUILD_MOD): go.mod go.sum $(wildcard patches/*.patch)
+	rm -rf $(dir $@) && mkdir -p $(dir $@)
+	cp go.mod $@.tmp
+	for p in $(PATCHED_MODULES); do name=$${p%%=*}; mod=$${p#*=}; dir=$(dir $@)$$name; \
+	  $(GO) mod download $$mod && cp -r "$$($(GO) list -m -f '{{.Dir}}' $$mod)" $$dir && \
+	  chmod -R u+w $$dir && patch -s -p1 -F0 -d $$dir < patches/$$name.patch && \
+	  echo "replace $$mod => ./$$dir" >> $@.tmp || exit 1; \
+	done
+	cp go.sum $(dir $@)go.sum
+	mv $@.tmp $@
+
+# Issue 26's budget for the shipped binary: at most 100 MB, and no package init that
+# allocates more than 4 MB before main (what iceberg-go's Substrait catalogue did).
+MAX_BIN_BYTES  ?= 100000000
+MAX_INIT_BYTES ?= 4000000
+binary-check: build
+	@size=$$(stat -c %s $(BIN)); echo "$(BIN): $$size bytes (at most $(MAX_BIN_BYTES))"; \
+	  [ $$size -le $(MAX_BIN_BYTES) ] || { echo "$(BIN) is over its size budget" >&2; exit 1; }
+	@GODEBUG=inittrace=1 ./$(BIN) --help 2>&1 >/dev/null | \
+	  awk '$$1 == "init" && $$8 > $(MAX_INIT_BYTES) { print "heavy package init: " $$0; bad = 1 } END { exit bad }' >&2
 
 run: build
 	./$(BIN) daemon --home $(HYP_HOME)
 
 # The first run downloads modules (DuckDB's static library is ~130 MB) and compiles them.
-test: tools
-	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 15m ./...
+# The end-to-end tests run bin/hyp itself (HYP_TEST_BIN, internal/testutil/hypbin), as
+# shipped. binary-check comes last, so that a binary over its budget lets every test report.
+test soak: export HYP_TEST_BIN := $(CURDIR)/$(BIN)
+test: tools build
+	$(HYPGO) vet ./...
+	$(HYPGO) test -count=1 -timeout 15m ./...
+	$(MAKE) --no-print-directory binary-check
 
 tools: $(HYP_MINIO_BIN) $(HYP_PROMTOOL_BIN) postgres systemd-analyze
 
@@ -77,23 +120,26 @@ install: build
 
 # Long runs kept out of `make test`: the exactly-once model with many more cases, and the
 # kill -9 / fault / damage e2e tests repeated.
-soak: tools
-	RAPID_CHECKS=2000 $(GO) test -count=1 -timeout 60m -run 'ExactlyOnceModel|ConcurrentExport' ./internal/sink
-	$(GO) test -count=10 -timeout 60m -run 'KillNine|ForwardThroughFaults|S3ExactlyOnce|SIGTERMDuring|KillNineLoses' ./cmd/hyp
-	$(GO) test -count=10 -timeout 60m -run 'RewindsDuringTicks|HandEditedWatermark|SeedScenario|StalledSink' ./cmd/hyp
-	$(GO) test -count=20 -timeout 60m -run 'ForcedPruneKilled|FlippedLogByte|CacheRepair|PoisonCorpus|CopiedHome|EdgeBodyBudget|FullDisk' ./cmd/hyp
-	HYP_KILL_LOOPS=200 $(GO) test -count=1 -timeout 60m -run 'KillNineAtRandomInstants' ./cmd/hyp
-	HYP_SERVER_KILLS=40 $(GO) test -count=1 -timeout 60m -run 'ServerKillNineWideFirstRow' ./cmd/hyp
-	HYP_CLUSTER_SECONDS=60 $(GO) test -count=3 -timeout 60m -run 'ClusterSixGatewaysThroughKills' ./cmd/hyp
-	HYP_GATEWAYS=3000 $(GO) test -count=1 -timeout 60m -v -run 'ManyGatewaysOnOneToken' ./cmd/hyp
+soak: tools build
+	RAPID_CHECKS=2000 $(HYPGO) test -count=1 -timeout 60m -run 'ExactlyOnceModel|ConcurrentExport' ./internal/sink
+	$(HYPGO) test -count=10 -timeout 60m -run 'KillNine|ForwardThroughFaults|S3ExactlyOnce|SIGTERMDuring|KillNineLoses' ./cmd/hyp
+	$(HYPGO) test -count=10 -timeout 60m -run 'RewindsDuringTicks|HandEditedWatermark|SeedScenario|StalledSink' ./cmd/hyp
+	$(HYPGO) test -count=20 -timeout 60m -run 'ForcedPruneKilled|FlippedLogByte|CacheRepair|PoisonCorpus|CopiedHome|EdgeBodyBudget|FullDisk' ./cmd/hyp
+	HYP_KILL_LOOPS=200 $(HYPGO) test -count=1 -timeout 60m -run 'KillNineAtRandomInstants' ./cmd/hyp
+	HYP_SERVER_KILLS=40 $(HYPGO) test -count=1 -timeout 60m -run 'ServerKillNineWideFirstRow' ./cmd/hyp
+	HYP_CLUSTER_SECONDS=60 $(HYPGO) test -count=3 -timeout 60m -run 'ClusterSixGatewaysThroughKills' ./cmd/hyp
+	HYP_GATEWAYS=3000 $(HYPGO) test -count=1 -timeout 60m -v -run 'ManyGatewaysOnOneToken' ./cmd/hyp
 
 # Side by side with the OpenTelemetry Collector v0.165.0 under one load generator
 # (bench/peers/README.md): the collector is built once with the official builder from the Go
 # module proxy (~3 min), then both run alternately and the ratios are printed. DUR and REPS
 # (default 15s, 2) set the length; figures go to docs/PERFORMANCE.md. Then the forward figure
 # (bench/peers/forward.sh): a backlog the generator ingested, forwarded to a local `hyp server`.
+# First the start-up and idle figures (bench/startup.sh): binary size, `hyp --help`, start to
+# /healthz, idle RSS.
 PEERS_DIR := $(HOME)/.cache/hyp-tools/peers
 bench: build $(PEERS_DIR)/otelcol
+	HYP=$(CURDIR)/$(BIN) bench/startup.sh
 	cd bench/peers/load && $(GO) build -o $(PEERS_DIR)/load/bin/ ./cmd/...
 	cp -r bench/peers/configs $(PEERS_DIR)/
 	PEERS=$(PEERS_DIR) HYP=$(CURDIR)/$(BIN) bench/peers/sbs.sh
@@ -104,41 +150,41 @@ $(PEERS_DIR)/otelcol:
 
 # Longer fuzzing than the seed corpus `make test` runs.
 FUZZTIME ?= 60s
-fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzKey$$' -fuzztime $(FUZZTIME) ./internal/blob
-	$(GO) test -run '^$$' -fuzz '^FuzzPhysicalName$$' -fuzztime $(FUZZTIME) ./internal/cache
-	$(GO) test -run '^$$' -fuzz '^FuzzPrintableASCII$$' -fuzztime $(FUZZTIME) ./internal/cache
-	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/config
-	$(GO) test -run '^$$' -fuzz '^FuzzExpand$$' -fuzztime $(FUZZTIME) ./internal/config
-	$(GO) test -run '^$$' -fuzz '^FuzzParseDuration$$' -fuzztime $(FUZZTIME) ./internal/config
-	$(GO) test -run '^$$' -fuzz '^FuzzParseSchedule$$' -fuzztime $(FUZZTIME) ./internal/config
-	$(GO) test -run '^$$' -fuzz '^FuzzParseAck$$' -fuzztime $(FUZZTIME) ./internal/forward
-	$(GO) test -run '^$$' -fuzz '^FuzzParseRetryAfter$$' -fuzztime $(FUZZTIME) ./internal/forward
-	$(GO) test -run '^$$' -fuzz '^FuzzReplicaSelection$$' -fuzztime $(FUZZTIME) ./internal/forward
-	$(GO) test -run '^$$' -fuzz '^FuzzIngestHandler$$' -fuzztime $(FUZZTIME) ./internal/ingest
-	$(GO) test -run '^$$' -fuzz '^FuzzLines$$' -fuzztime $(FUZZTIME) ./internal/jsonrow
-	$(GO) test -run '^$$' -fuzz '^FuzzObject$$' -fuzztime $(FUZZTIME) ./internal/jsonrow
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeLogs$$' -fuzztime $(FUZZTIME) ./internal/otlp
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeMetrics$$' -fuzztime $(FUZZTIME) ./internal/otlp
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeTraces$$' -fuzztime $(FUZZTIME) ./internal/otlp
-	$(GO) test -run '^$$' -fuzz '^FuzzDifferentialLogs$$' -fuzztime $(FUZZTIME) ./internal/otlp
-	$(GO) test -run '^$$' -fuzz '^FuzzDifferentialMetrics$$' -fuzztime $(FUZZTIME) ./internal/otlp
-	$(GO) test -run '^$$' -fuzz '^FuzzDifferentialTraces$$' -fuzztime $(FUZZTIME) ./internal/otlp
-	$(GO) test -run '^$$' -fuzz '^FuzzSpecial$$' -fuzztime $(FUZZTIME) ./internal/otlp
-	$(GO) test -run '^$$' -fuzz '^FuzzDecimal$$' -fuzztime $(FUZZTIME) ./internal/otlp
-	$(GO) test -run '^$$' -fuzz '^FuzzSegment$$' -fuzztime $(FUZZTIME) ./internal/partition
-	$(GO) test -run '^$$' -fuzz '^FuzzSanitizeSource$$' -fuzztime $(FUZZTIME) ./internal/partition
-	$(GO) test -run '^$$' -fuzz '^FuzzReadOnlyGuard$$' -fuzztime $(FUZZTIME) ./internal/query
-	$(GO) test -run '^$$' -fuzz '^FuzzIngestFlushQuery$$' -fuzztime $(FUZZTIME) ./internal/query
-	$(GO) test -run '^$$' -fuzz '^FuzzRedact$$' -fuzztime $(FUZZTIME) ./internal/redact
-	$(GO) test -run '^$$' -fuzz '^FuzzAppendString$$' -fuzztime $(FUZZTIME) ./internal/rowjson
-	$(GO) test -run '^$$' -fuzz '^FuzzParseForward$$' -fuzztime $(FUZZTIME) ./internal/server
-	$(GO) test -run '^$$' -fuzz '^FuzzParseRows$$' -fuzztime $(FUZZTIME) ./internal/server
-	$(GO) test -run '^$$' -fuzz '^FuzzIngestedAt$$' -fuzztime $(FUZZTIME) ./internal/server
-	$(GO) test -run '^$$' -fuzz '^FuzzReadBody$$' -fuzztime $(FUZZTIME) ./internal/httpbody
-	$(GO) test -run '^$$' -fuzz '^FuzzReadZstdBody$$' -fuzztime $(FUZZTIME) ./internal/httpbody
-	$(GO) test -run '^$$' -fuzz '^FuzzReadOCF$$' -fuzztime $(FUZZTIME) ./internal/testutil/lakeread
-	$(GO) test -run '^$$' -fuzz '^FuzzHandEditedFile$$' -fuzztime $(FUZZTIME) ./internal/watermark
+fuzz: $(BUILD_MOD)
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzKey$$' -fuzztime $(FUZZTIME) ./internal/blob
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzPhysicalName$$' -fuzztime $(FUZZTIME) ./internal/cache
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzPrintableASCII$$' -fuzztime $(FUZZTIME) ./internal/cache
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/config
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzExpand$$' -fuzztime $(FUZZTIME) ./internal/config
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzParseDuration$$' -fuzztime $(FUZZTIME) ./internal/config
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzParseSchedule$$' -fuzztime $(FUZZTIME) ./internal/config
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzParseAck$$' -fuzztime $(FUZZTIME) ./internal/forward
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzParseRetryAfter$$' -fuzztime $(FUZZTIME) ./internal/forward
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzReplicaSelection$$' -fuzztime $(FUZZTIME) ./internal/forward
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzIngestHandler$$' -fuzztime $(FUZZTIME) ./internal/ingest
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzLines$$' -fuzztime $(FUZZTIME) ./internal/jsonrow
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzObject$$' -fuzztime $(FUZZTIME) ./internal/jsonrow
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzDecodeLogs$$' -fuzztime $(FUZZTIME) ./internal/otlp
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzDecodeMetrics$$' -fuzztime $(FUZZTIME) ./internal/otlp
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzDecodeTraces$$' -fuzztime $(FUZZTIME) ./internal/otlp
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzDifferentialLogs$$' -fuzztime $(FUZZTIME) ./internal/otlp
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzDifferentialMetrics$$' -fuzztime $(FUZZTIME) ./internal/otlp
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzDifferentialTraces$$' -fuzztime $(FUZZTIME) ./internal/otlp
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzSpecial$$' -fuzztime $(FUZZTIME) ./internal/otlp
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzDecimal$$' -fuzztime $(FUZZTIME) ./internal/otlp
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzSegment$$' -fuzztime $(FUZZTIME) ./internal/partition
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzSanitizeSource$$' -fuzztime $(FUZZTIME) ./internal/partition
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzReadOnlyGuard$$' -fuzztime $(FUZZTIME) ./internal/query
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzIngestFlushQuery$$' -fuzztime $(FUZZTIME) ./internal/query
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzRedact$$' -fuzztime $(FUZZTIME) ./internal/redact
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzAppendString$$' -fuzztime $(FUZZTIME) ./internal/rowjson
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzParseForward$$' -fuzztime $(FUZZTIME) ./internal/server
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzParseRows$$' -fuzztime $(FUZZTIME) ./internal/server
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzIngestedAt$$' -fuzztime $(FUZZTIME) ./internal/server
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzReadBody$$' -fuzztime $(FUZZTIME) ./internal/httpbody
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzReadZstdBody$$' -fuzztime $(FUZZTIME) ./internal/httpbody
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzReadOCF$$' -fuzztime $(FUZZTIME) ./internal/testutil/lakeread
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzHandEditedFile$$' -fuzztime $(FUZZTIME) ./internal/watermark
 
 clean:
 	rm -rf bin
