@@ -99,21 +99,28 @@ func (c *Cache) Prune(ctx context.Context, pol PrunePolicy) ([]PruneResult, erro
 }
 
 func (c *Cache) prunePartition(ctx context.Context, p *Partition, pol PrunePolicy, now time.Time) (PruneResult, error) {
+	// Lock order: p.rewrite, then p.mu. The rewrite lock is held throughout and keeps
+	// compaction and repair out, so p.gen stays g and only appends can land meanwhile: the
+	// files of g that hold rows at or below any cut stay as they are. The partition lock is
+	// held only to take g's file list and to commit the delete (deleteOutsideLock), never
+	// while the policy's callbacks run: they are the sinks' code, making fsync'd watermark
+	// writes, and a slow disk under sinks/ must not stall this partition's flush.
 	p.rewrite.Lock()
 	defer p.rewrite.Unlock()
-	// The partition lock is held to plan, and dropped only while the delete is written
-	// (deleteOutsideLock); the rewrite lock keeps compaction and repair out throughout, so
-	// p.gen stays g and only appends can land meanwhile.
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	res := PruneResult{Dataset: p.Dataset, Partition: p.Name()}
-	if p.gen == nil || len(p.gen.files) == 0 {
+	p.mu.Lock()
+	g := p.gen
+	var files []FileInfo
+	if g != nil {
+		files = slices.Clone(g.files) // appends grow g.files, and reload reuses its array
+	}
+	p.mu.Unlock()
+	if len(files) == 0 {
 		return res, nil
 	}
-	g := p.gen
 	var ageCut int64 // largest seq old enough to expire by retention
 	if keep := pol.Retention(p.Dataset); keep > 0 {
-		s, err := lastSeqBefore(ctx, g.files, now.Add(-keep).UnixMicro())
+		s, err := lastSeqBefore(ctx, files, now.Add(-keep).UnixMicro())
 		if err != nil {
 			return res, err
 		}
@@ -135,18 +142,18 @@ func (c *Cache) prunePartition(ctx context.Context, p *Partition, pol PrunePolic
 		slices.Sort(res.HeldFor)
 	}
 	if pol.MaxAge > 0 {
-		forced, err := lastSeqBefore(ctx, g.files, now.Add(-pol.MaxAge).UnixMicro())
+		forced, err := lastSeqBefore(ctx, files, now.Add(-pol.MaxAge).UnixMicro())
 		if err != nil {
 			return res, err
 		}
 		cut = max(cut, forced)
 	}
 	var err error
-	if res.DeletedRows, err = rowsBetween(ctx, g.files, 0, cut); err != nil {
+	if res.DeletedRows, err = rowsBetween(ctx, files, 0, cut); err != nil {
 		return res, err
 	}
 	if ageCut > cut {
-		all, err := rowsBetween(ctx, g.files, 0, ageCut)
+		all, err := rowsBetween(ctx, files, 0, ageCut)
 		if err != nil {
 			return res, err
 		}
@@ -159,18 +166,18 @@ func (c *Cache) prunePartition(ctx context.Context, p *Partition, pol PrunePolic
 		return res, nil
 	}
 	// The last deleted row bounds every loss and becomes the pruned mark.
-	last, ok, err := lastThrough(ctx, g.files, cut)
+	last, ok, err := lastThrough(ctx, files, cut)
 	if err != nil || !ok {
 		return res, err
 	}
 	// Whatever goes above a consumer's position was never read by it: that exact range is
 	// reported so it becomes a recorded gap, never a silent loss.
 	if floor.Seq >= 0 && cut > floor.Seq {
-		if res.ForcedRows, err = rowsBetween(ctx, g.files, floor.Seq, cut); err != nil {
+		if res.ForcedRows, err = rowsBetween(ctx, files, floor.Seq, cut); err != nil {
 			return res, err
 		}
 		for _, c := range consumers {
-			l, err := g.loss(ctx, c, cut, last)
+			l, err := loss(ctx, files, c, cut, last)
 			if err != nil {
 				return res, err
 			}
@@ -191,13 +198,17 @@ func (c *Cache) prunePartition(ctx context.Context, p *Partition, pol PrunePolic
 			return PruneResult{Dataset: p.Dataset, Partition: p.Name()}, fmt.Errorf("prune %s/%s: record losses before deleting: %w", p.Dataset, p.Name(), err)
 		}
 	}
-	if err := c.deleteOutsideLock(ctx, p, g, cut, last.IngestedAt); err != nil {
+	p.mu.Lock()
+	err = c.deleteOutsideLock(ctx, p, g, cut, last.IngestedAt)
+	prunedThrough := g.prunedThrough
+	p.mu.Unlock()
+	if err != nil {
 		// Whether the delete committed is unknown: the pending losses stay for the next
 		// prune, or the next start, to settle against the table.
 		return res, err
 	}
 	if len(res.Losses) > 0 && pol.Settle != nil {
-		return res, pol.Settle(p.Dataset, p.Name(), p.gen.prunedThrough)
+		return res, pol.Settle(p.Dataset, p.Name(), prunedThrough)
 	}
 	return res, nil
 }
@@ -229,17 +240,18 @@ func (c *Cache) deleteOutsideLock(ctx context.Context, p *Partition, g *generati
 	return g.commitDelete(ctx, tx, cut, cutAt)
 }
 
-// loss is what deleting every row up to cut, the last of which is last, takes from c.
-func (g *generation) loss(ctx context.Context, c Consumer, cut int64, last RowPos) (Loss, error) {
+// loss is what deleting every row of files up to cut, the last of which is last, takes
+// from c.
+func loss(ctx context.Context, files []FileInfo, c Consumer, cut int64, last RowPos) (Loss, error) {
 	l := Loss{Consumer: c.Name}
 	if c.Seq >= cut {
 		return l, nil
 	}
-	n, err := rowsBetween(ctx, g.files, c.Seq, cut)
+	n, err := rowsBetween(ctx, files, c.Seq, cut)
 	if err != nil || n == 0 {
 		return l, err
 	}
-	first, _, err := firstAfter(ctx, g.files, c.Seq)
+	first, _, err := firstAfter(ctx, files, c.Seq)
 	if err != nil {
 		return l, err
 	}
