@@ -18,6 +18,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/apache/arrow-go/v18/parquet/file"
 	_ "github.com/duckdb/duckdb-go/v2" // the blob exports, read as a stranger to hyp reads them
 
 	"github.com/hyp-project/hyp/internal/testutil/lakeread"
@@ -339,6 +340,8 @@ func conformance(t *testing.T, seed uint64) {
 		forwardSinkYAML("central", "http://"+srvAddr, tokens))
 	startHypDaemon(t, home, addr)
 
+	start := time.Now()
+	phase := func(what string) { t.Logf("%6.1fs %s", time.Since(start).Seconds(), what) }
 	var sent []confRow
 	send := func(from, to int, late bool) {
 		t.Helper()
@@ -365,7 +368,9 @@ func conformance(t *testing.T, seed uint64) {
 		}
 	}
 	send(0, phase1, false)
+	phase("sent")
 	runAll(phase1)
+	phase("exported")
 	send(phase1, phase1+phase2, true)
 	for _, h := range []string{home, srvHome} {
 		r := runHyp(t, h, 2*time.Minute, "cache", "compact", "--json")
@@ -386,7 +391,9 @@ func conformance(t *testing.T, seed uint64) {
 			}
 		}
 	}
+	phase("compacted")
 	runAll(phase2)
+	phase("exported")
 	r := runHyp(t, home, 2*time.Minute, "sink", "maintain", "lake", "--compact", "--json")
 	var rep struct {
 		Sinks []struct {
@@ -405,24 +412,25 @@ func conformance(t *testing.T, seed uint64) {
 	ctx := context.Background()
 	blobs := parquetFiles(t, exports)
 	db := blobDB(t, blobs)
+	lk, err := lakeread.Read(ctx, sqliteLake(catalogDB), "logs")
+	if err != nil {
+		t.Fatal(err)
+	}
 	targets := []confTarget{
 		{name: "daemon cache", query: hypQuery(home), names: queryNames},
 		{name: "server cache", query: hypQuery(srvHome), names: queryNames},
-		{name: "iceberg sink", query: hypQuery(home, "--sink", "lake"), names: queryNames},
-		{name: "blob files", query: duckQuery(db), names: duckNames},
+		{name: "iceberg sink", query: hypQuery(home, "--sink", "lake"), names: tableNames(t, lk)},
+		{name: "blob files", query: duckQuery(db), names: queryNames},
 	}
 	for _, tg := range targets {
 		checkTarget(t, gen.r, tg, sent)
+		phase("checked " + tg.name)
 	}
 
 	// Footers and manifests, read by lakeread and arrow-go.
 	var tables []*lakeread.Table
 	for _, h := range []string{home, srvHome} {
 		tables = append(tables, cacheTables(t, filepath.Join(h, "cache"))...)
-	}
-	lk, err := lakeread.Read(ctx, sqliteLake(catalogDB), "logs")
-	if err != nil {
-		t.Fatal(err)
 	}
 	tables = append(tables, lk)
 	files := 0
@@ -440,6 +448,7 @@ func conformance(t *testing.T, seed uint64) {
 			files++
 		}
 	}
+	phase("manifests")
 	for _, p := range blobs {
 		unstated, err := lakeread.FooterHolds(p)
 		if err != nil {
@@ -469,13 +478,26 @@ func renaming(twins map[string]string) func(string) string {
 	}
 }
 
-var (
-	// queryNames are the names `hyp query sql` gives case twins (README, "Case").
-	queryNames = renaming(map[string]string{"Id": "Id__2", "id": "id__3"})
-	// duckNames are the names DuckDB's read_parquet gives the twins in the files, which
-	// keep every name as it is.
-	duckNames = renaming(map[string]string{"Id": "Id_1", "id": "id_2"})
-)
+// queryNames are the names `hyp query sql` gives case twins (README, "Case").
+var queryNames = renaming(map[string]string{"Id": "Id__2", "id": "id__3"})
+
+// tableNames are the names of an Iceberg sink's table. A table never renames a column, so
+// of case twins the first spelling the sink saw keeps its name and later ones are
+// <name>__2, __3, ... (internal/lake), with a doc naming the field they hold: the order
+// the sink met them in, which need not be the byte order of the query names.
+func tableNames(t *testing.T, tbl *lakeread.Table) func(string) string {
+	t.Helper()
+	twins := map[string]string{}
+	for id, doc := range tbl.Docs {
+		if field, ok := strings.CutPrefix(doc, "hyp: values of the field "); ok {
+			twins[field] = tbl.Names[id]
+		}
+	}
+	if len(twins) != 2 {
+		t.Fatalf("the table marks %d case twins (%v), want 2 of ID, Id, id", len(twins), twins)
+	}
+	return renaming(twins)
+}
 
 func hypQuery(home string, extra ...string) func(t *testing.T, sql string) []map[string]any {
 	return func(t *testing.T, q string) []map[string]any {
@@ -494,8 +516,12 @@ func hypQuery(home string, extra ...string) func(t *testing.T, sql string) []map
 	}
 }
 
-// blobDB is DuckDB with a view logs over the Parquet files (Hive keys read from their
-// directories, as DuckDB does by default).
+// blobDB is DuckDB with a view logs over the Parquet files, Hive keys read from their
+// directories as DuckDB does by default. The files keep every name as it is; DuckDB, whose
+// names ignore case, reads a file's case twins as ID, Id_1, id_2 in the file's column
+// order, which differs between files. So each file is read on its own, its columns (in
+// DuckDB's names, matched by position to the file's own, read by arrow-go) renamed to the
+// query names, and the files' rows united by name.
 func blobDB(t *testing.T, files []string) *sql.DB {
 	t.Helper()
 	db, err := sql.Open("duckdb", "")
@@ -504,14 +530,56 @@ func blobDB(t *testing.T, files []string) *sql.DB {
 	}
 	t.Cleanup(func() { db.Close() })
 	db.SetMaxOpenConns(1) // the view lives in the one connection's database
-	quoted := make([]string, len(files))
+	parts := make([]string, len(files))
 	for i, f := range files {
-		quoted[i] = "'" + strings.ReplaceAll(f, "'", "''") + "'"
+		from := "read_parquet('" + strings.ReplaceAll(f, "'", "''") + "')"
+		own := parquetColumns(t, f)
+		duck := duckQuery(db)(t, "SELECT column_name FROM (DESCRIBE SELECT * FROM "+from+")")
+		if len(duck) < len(own) {
+			t.Fatalf("%s: DuckDB reads %d columns of %d", f, len(duck), len(own))
+		}
+		sel := make([]string, len(own))
+		for j, name := range own {
+			dn, _ := duck[j]["column_name"].(string)
+			if !duckReads(dn, name) {
+				t.Fatalf("%s: DuckDB reads column %d, %q, as %q", f, j, name, dn)
+			}
+			sel[j] = quoteIdent(dn) + " AS " + quoteIdent(queryNames(name))
+		}
+		parts[i] = "SELECT " + strings.Join(sel, ", ") + " FROM " + from
 	}
-	if _, err := db.Exec("CREATE VIEW logs AS SELECT * FROM read_parquet([" + strings.Join(quoted, ", ") + "], union_by_name = true)"); err != nil {
+	if _, err := db.Exec("CREATE VIEW logs AS " + strings.Join(parts, " UNION ALL BY NAME ")); err != nil {
 		t.Fatal(err)
 	}
 	return db
+}
+
+// duckReads reports whether dn is how DuckDB names a file's column name: itself, or for
+// a case twin after the first, itself with _<k>.
+func duckReads(dn, name string) bool {
+	if dn == name {
+		return true
+	}
+	k, ok := strings.CutPrefix(dn[min(len(name), len(dn)):], "_")
+	_, err := strconv.Atoi(k)
+	return ok && err == nil && strings.EqualFold(dn[:min(len(name), len(dn))], name)
+}
+
+// parquetColumns are the names of a flat Parquet file's columns, in order, as arrow-go
+// reads them.
+func parquetColumns(t *testing.T, path string) []string {
+	t.Helper()
+	pf, err := file.OpenParquetFile(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pf.Close()
+	sc := pf.MetaData().Schema
+	out := make([]string, sc.NumColumns())
+	for j := range out {
+		out[j] = sc.Column(j).Name()
+	}
+	return out
 }
 
 func duckQuery(db *sql.DB) func(t *testing.T, sql string) []map[string]any {
