@@ -121,7 +121,7 @@ install: build
 	install -D -m 0644 -t $(DESTDIR)$(PREFIX)/share/hyp/grafana deploy/grafana/hyp.json
 
 # Long runs kept out of `make test`: the exactly-once model with many more cases, and the
-# kill -9 / fault / damage e2e tests repeated.
+# kill -9 / fault / damage e2e tests repeated, the conformance test over 20 seeds.
 soak: tools build
 	RAPID_CHECKS=2000 $(HYPGO) test -count=1 -timeout 60m -run 'ExactlyOnceModel|ConcurrentExport' ./internal/sink
 	$(HYPGO) test -count=10 -timeout 60m -run 'KillNine|ForwardThroughFaults|S3ExactlyOnce|SIGTERMDuring|KillNineLoses' ./cmd/hyp
@@ -131,6 +131,7 @@ soak: tools build
 	HYP_SERVER_KILLS=40 $(HYPGO) test -count=1 -timeout 60m -run 'ServerKillNineWideFirstRow' ./cmd/hyp
 	HYP_CLUSTER_SECONDS=60 $(HYPGO) test -count=3 -timeout 60m -run 'ClusterSixGatewaysThroughKills' ./cmd/hyp
 	HYP_GATEWAYS=3000 $(HYPGO) test -count=1 -timeout 60m -v -run 'ManyGatewaysOnOneToken' ./cmd/hyp
+	HYP_CONFORMANCE_RUNS=20 $(HYPGO) test -count=1 -timeout 60m -run 'TestConformance' ./cmd/hyp
 
 # Side by side with the OpenTelemetry Collector v0.165.0 under one load generator
 # (bench/peers/README.md): the collector is built once with the official builder from the Go

@@ -5,6 +5,7 @@
 package rowjson
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"strconv"
@@ -117,8 +118,10 @@ func (e *Encoder) AppendRow(dst []byte, rec arrow.RecordBatch, i int) []byte {
 }
 
 // appendFloat writes f the way encoding/json does (plain notation for ordinary magnitudes,
-// exponent otherwise); NaN and ±Inf have no JSON form, so they become null rather than an
-// unparsable line.
+// exponent otherwise), except that an integral value keeps a decimal point (5.0, -0.0):
+// readers that type a number by its literal, hyp server's ingest among them, would take 5
+// for an integer (a long column where the gateway's is a double) and -0 for 0. NaN and
+// ±Inf have no JSON form, so they become null rather than an unparsable line.
 func appendFloat(dst []byte, f float64) []byte {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return append(dst, "null"...)
@@ -128,7 +131,11 @@ func appendFloat(dst []byte, f float64) []byte {
 	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
 		format = 'e'
 	}
+	start := len(dst)
 	dst = strconv.AppendFloat(dst, f, format, -1, 64)
+	if format == 'f' && !bytes.ContainsRune(dst[start:], '.') {
+		dst = append(dst, ".0"...)
+	}
 	if format == 'e' {
 		// Shorten e-09 to e-9, as encoding/json does, so both encoders agree byte for byte.
 		n := len(dst)

@@ -73,7 +73,7 @@ func TestTypes(t *testing.T) {
 		{"int64", arrow.PrimitiveTypes.Int64, []any{int64(0), int64(-1), int64(math.MaxInt64), int64(math.MinInt64), nil},
 			[]string{`{"v":0}`, `{"v":-1}`, `{"v":9223372036854775807}`, `{"v":-9223372036854775808}`, `{}`}},
 		{"float64", arrow.PrimitiveTypes.Float64, []any{1.5, 0.0, math.Copysign(0, -1), 1e21, 1e-7, 123456789.0, nil},
-			[]string{`{"v":1.5}`, `{"v":0}`, `{"v":-0}`, `{"v":1e+21}`, `{"v":1e-7}`, `{"v":123456789}`, `{}`}},
+			[]string{`{"v":1.5}`, `{"v":0.0}`, `{"v":-0.0}`, `{"v":1e+21}`, `{"v":1e-7}`, `{"v":123456789.0}`, `{}`}},
 		{"float64 non-finite", arrow.PrimitiveTypes.Float64, []any{math.NaN(), math.Inf(1), math.Inf(-1)},
 			[]string{`{"v":null}`, `{"v":null}`, `{"v":null}`}},
 		{"bool", arrow.FixedWidthTypes.Boolean, []any{true, false, nil},
@@ -105,15 +105,27 @@ func TestTypes(t *testing.T) {
 }
 
 // TestFloatMatchesEncodingJSON holds the number form to encoding/json's, so the two never
-// disagree about what a double looks like.
+// disagree about what a double looks like, except that an integral double keeps a decimal
+// point, so that it reads back as a double and -0 as -0.
 func TestFloatMatchesEncodingJSON(t *testing.T) {
-	for _, f := range []float64{0, 1, -1, 0.1, 1.0 / 3, 1e20, 1e21, 1e-6, 9.99e-7, 1e-300, 5e-324, math.MaxFloat64, -2.5e-10, 12345.678} {
+	for _, f := range []float64{0, 1, -1, 0.1, 1.0 / 3, 1e20, 1e21, 1e-6, 9.99e-7, 1e-300, 5e-324, math.MaxFloat64, -2.5e-10, 12345.678, math.Copysign(0, -1)} {
 		want, err := json.Marshal(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := appendFloat(nil, f); !bytes.Equal(got, want) {
+		if f == math.Trunc(f) && f < 1e21 && f > -1e21 {
+			want = append(want, ".0"...)
+		}
+		if math.Signbit(f) && f == 0 {
+			want = []byte("-0.0") // encoding/json writes -0 as 0
+		}
+		got := appendFloat(nil, f)
+		if !bytes.Equal(got, want) {
 			t.Errorf("%v: got %s, want %s", f, got, want)
+		}
+		var back float64
+		if err := json.Unmarshal(got, &back); err != nil || math.Float64bits(back) != math.Float64bits(f) {
+			t.Errorf("%v: %s reads back as %v (%v)", f, got, back, err)
 		}
 	}
 }

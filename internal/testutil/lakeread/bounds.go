@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
 
@@ -138,4 +139,116 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// FooterHolds checks the statistics in a local Parquet file's footer against the rows,
+// both read with arrow-go: every column chunk's min and max hold every non-null, non-NaN
+// value of the chunk (a signed zero either side of a zero bound, as the Parquet format
+// allows), and its null count, when given, is the chunk's nulls. It returns the names of
+// the columns one of whose chunks holds a value but has no min and max. Only flat schemas
+// (one leaf per top-level column), as hyp writes them, are read.
+func FooterHolds(path string) (unstated []string, err error) {
+	pf, err := file.OpenParquetFile(path, false)
+	if err != nil {
+		return nil, err
+	}
+	defer pf.Close()
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	if err != nil {
+		return nil, err
+	}
+	md := pf.MetaData()
+	if n := md.Schema.NumColumns(); n != md.Schema.Root().NumFields() {
+		return nil, fmt.Errorf("%s: %d leaf columns under %d top-level ones: nested schemas are not read", path, n, md.Schema.Root().NumFields())
+	}
+	lacking := map[string]bool{}
+	for rg := range md.NumRowGroups() {
+		for j := range md.Schema.NumColumns() {
+			name := md.Schema.Column(j).Name()
+			chunked, err := fr.RowGroup(rg).Column(j).Read(context.Background())
+			if err != nil {
+				return nil, fmt.Errorf("%s: row group %d, column %s: %w", path, rg, name, err)
+			}
+			has, err := chunkHolds(md, rg, j, chunked)
+			chunked.Release()
+			if err != nil {
+				return nil, fmt.Errorf("%s: row group %d, column %s: %w", path, rg, name, err)
+			}
+			if !has && !lacking[name] {
+				lacking[name] = true
+				unstated = append(unstated, name)
+			}
+		}
+	}
+	return unstated, nil
+}
+
+// chunkHolds checks column j of row group rg against its values; it reports false when
+// the chunk holds a value but its statistics have no min and max.
+func chunkHolds(md *metadata.FileMetaData, rg, j int, values *arrow.Chunked) (bool, error) {
+	rgm := md.RowGroup(rg)
+	cc, err := rgm.ColumnChunk(j)
+	if err != nil {
+		return false, err
+	}
+	st, err := cc.Statistics()
+	if err != nil {
+		return false, err
+	}
+	lo, hi, typ, ok := statBounds(st)
+	nulls, seen := 0, false
+	for _, chunk := range values.Chunks() {
+		for r := range chunk.Len() {
+			if chunk.IsNull(r) {
+				nulls++
+				continue
+			}
+			v, finite := encode(chunk, r)
+			if !finite {
+				continue
+			}
+			seen = true
+			if ok && compareStat(typ, lo, v) > 0 {
+				return false, fmt.Errorf("min %.40q is above the value %.40q", lo, v)
+			}
+			if ok && compareStat(typ, hi, v) < 0 {
+				return false, fmt.Errorf("max %.40q is below the value %.40q", hi, v)
+			}
+		}
+	}
+	if st != nil && st.HasNullCount() && st.NullCount() != int64(nulls) {
+		return false, fmt.Errorf("null count %d, the chunk holds %d nulls", st.NullCount(), nulls)
+	}
+	return ok || !seen, nil
+}
+
+// statBounds is a chunk's min and max in Iceberg's single-value serialisation (so encode's
+// values compare with them), and the Iceberg type they compare as.
+func statBounds(st metadata.TypedStatistics) (lo, hi []byte, typ string, ok bool) {
+	if st == nil || !st.HasMinMax() {
+		return nil, nil, "", false
+	}
+	le := binary.LittleEndian
+	switch s := st.(type) {
+	case *metadata.ByteArrayStatistics:
+		return s.Min(), s.Max(), "string", true
+	case *metadata.Int64Statistics:
+		return le.AppendUint64(nil, uint64(s.Min())), le.AppendUint64(nil, uint64(s.Max())), "long", true
+	case *metadata.Int32Statistics:
+		return le.AppendUint32(nil, uint32(s.Min())), le.AppendUint32(nil, uint32(s.Max())), "int", true
+	case *metadata.Float64Statistics:
+		return le.AppendUint64(nil, math.Float64bits(s.Min())), le.AppendUint64(nil, math.Float64bits(s.Max())), "double", true
+	case *metadata.BooleanStatistics:
+		return []byte{byte(boolInt(s.Min()))}, []byte{byte(boolInt(s.Max()))}, "boolean", true
+	}
+	panic(fmt.Sprintf("statistics of %s", st.Type()))
+}
+
+// compareStat is compare, except that a zero statistic holds zeros of either sign.
+func compareStat(typ string, stat, v []byte) int {
+	if typ == "double" {
+		le := binary.LittleEndian
+		return cmpNum(math.Float64frombits(le.Uint64(stat)), math.Float64frombits(le.Uint64(v)))
+	}
+	return compare(typ, stat, v)
 }

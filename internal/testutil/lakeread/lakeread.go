@@ -91,6 +91,9 @@ type Table struct {
 	// Types are the current schema's top-level columns' types by field id, as
 	// metadata.json spells primitive types ("string", "long", "timestamptz", ...).
 	Types map[int]string
+	// Names and Docs are the current schema's top-level columns' names and docs by
+	// field id (no entry for a column without a doc).
+	Names, Docs map[int]string
 	// Files are the current snapshot's live entries (not DELETED), data and delete files.
 	Files []DataFile
 	// Duplicates are the paths listed live more than once across the current manifests:
@@ -124,6 +127,8 @@ func Read(ctx context.Context, o Options, name string) (*Table, error) {
 			ID     int `json:"schema-id"`
 			Fields []struct {
 				ID   int             `json:"id"`
+				Name string          `json:"name"`
+				Doc  string          `json:"doc"`
 				Type json.RawMessage `json:"type"`
 			} `json:"fields"`
 		} `json:"schemas"`
@@ -140,12 +145,19 @@ func Read(ctx context.Context, o Options, name string) (*Table, error) {
 		return nil, fmt.Errorf("metadata %s: %w", loc, err)
 	}
 	t.FormatVersion = md.FormatVersion
-	t.Types = map[int]string{}
+	t.Types, t.Names, t.Docs = map[int]string{}, map[int]string{}, map[int]string{}
 	for _, sc := range md.Schemas {
+		if sc.ID != md.SchemaID {
+			continue
+		}
 		for _, f := range sc.Fields {
 			var typ string
-			if sc.ID == md.SchemaID && json.Unmarshal(f.Type, &typ) == nil {
+			if json.Unmarshal(f.Type, &typ) == nil {
 				t.Types[f.ID] = typ
+			}
+			t.Names[f.ID] = f.Name
+			if f.Doc != "" {
+				t.Docs[f.ID] = f.Doc
 			}
 		}
 	}
