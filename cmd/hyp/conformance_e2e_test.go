@@ -196,7 +196,7 @@ func (g *confGen) object() string {
 
 // row draws row i; late says whether the late field may appear.
 func (g *confGen) row(i int, late bool) confRow {
-	v := make([]any, len(confFields)) // v[j] is confFields[j]'s value
+	v := make([]any, len(confFields))                                   // v[j] is confFields[j]'s value
 	some := func(p float64) bool { return i == 0 || g.r.Float64() < p } // row 0 has every field
 	v[0] = int64(i)
 	if some(.7) {
