@@ -112,7 +112,7 @@ func TestFloatMatchesEncodingJSON(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := appendFloat(nil, f); !bytes.Equal(got, want) {
+		if got := AppendFloat(nil, f); !bytes.Equal(got, want) {
 			t.Errorf("%v: got %s, want %s", f, got, want)
 		}
 	}
@@ -312,6 +312,6 @@ func BenchmarkAppendTimestamp(b *testing.B) {
 	v := int64(1796031000000000)
 	for b.Loop() {
 		v += 137
-		buf = appendTimestamp(buf[:0], v, 1e6)
+		buf = AppendTimestamp(buf[:0], v, 1e6)
 	}
 }
