@@ -481,19 +481,19 @@ var (
 
 // arrowDecoder turns an Arrow body's batches into a chunk.
 type arrowDecoder struct {
-	c            *chunk
-	out          rowsOut
-	form         rowForm
-	first, last  int64
-	incarnation  string
-	cols         []arrowColumn
-	seqAt        int
-	timeAt       int
-	perSec       int64
-	prev         int64 // the last seq so far, 0 before the first row
-	line         int   // rows before the batch at hand, for error lines
-	ovf          jsonrow.Scanner
-	fixedPerRow  int // a row's bytes in form besides its values and their fields
+	c           *chunk
+	out         rowsOut
+	form        rowForm
+	first, last int64
+	incarnation string
+	cols        []arrowColumn
+	seqAt       int
+	timeAt      int
+	perSec      int64
+	prev        int64 // the last seq so far, 0 before the first row
+	line        int   // rows before the batch at hand, for error lines
+	ovf         jsonrow.Scanner
+	fixedPerRow int // a row's bytes in form besides its values and their fields
 }
 
 // parseArrow decodes an Arrow body scanArrow accepted into the chunk parseRows would make of
