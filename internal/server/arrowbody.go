@@ -66,6 +66,14 @@ const (
 	msgHeaderType = 1 // Message.header_type
 	msgHeader     = 2 // Message.header
 	msgBodyLength = 3 // Message.bodyLength
+	msgMetadata   = 4 // Message.custom_metadata
+
+	schemaFields   = 1 // Schema.fields
+	schemaMetadata = 2 // Schema.custom_metadata
+
+	fieldDictionary = 4 // Field.dictionary
+	fieldChildren   = 5 // Field.children
+	fieldMetadata   = 6 // Field.custom_metadata
 
 	hdrSchema          = 1
 	hdrDictionaryBatch = 2
@@ -82,6 +90,50 @@ const (
 // slot is the offset of field i in t, 0 when absent.
 func slot(t *flatbuffers.Table, i int) flatbuffers.UOffsetT {
 	return flatbuffers.UOffsetT(t.Offset(flatbuffers.VOffsetT(4 + 2*i)))
+}
+
+// vector returns where the elements of t's vector field i start and how many there are,
+// and whether that many elements of elem bytes fit in the buffer: arrow-go allocates a
+// slice per vector by the length it declares before reading an element.
+func vector(t *flatbuffers.Table, i, elem int) (start flatbuffers.UOffsetT, n int, ok bool) {
+	o := slot(t, i)
+	if o == 0 {
+		return 0, 0, true
+	}
+	start, n = t.Vector(o), t.VectorLen(o)
+	return start, n, n >= 0 && uint64(n)*uint64(elem) <= uint64(len(t.Bytes))-uint64(min(int(start), len(t.Bytes)))
+}
+
+// checkSchema checks what arrow-go reads of a schema message before hyp sees the schema:
+// every vector it sizes a slice by fits the message, and no field has children or a
+// dictionary, which hyp never takes and whose nesting the reader would follow as deep as
+// the offsets lead, cycles included.
+func checkSchema(msg *flatbuffers.Table) *httpbody.Error {
+	o := slot(msg, msgHeader)
+	if o == 0 {
+		return badArrow("the Arrow IPC schema message has no schema")
+	}
+	sc := flatbuffers.Table{Bytes: msg.Bytes, Pos: msg.Indirect(o + msg.Pos)}
+	_, _, ok1 := vector(&sc, schemaMetadata, 4)
+	start, n, ok2 := vector(&sc, schemaFields, 4)
+	if !ok1 || !ok2 {
+		return badArrow("the Arrow IPC schema declares more entries than it holds")
+	}
+	for i := range n {
+		at := start + flatbuffers.UOffsetT(4*i)
+		f := flatbuffers.Table{Bytes: sc.Bytes, Pos: sc.Indirect(at)}
+		_, children, ok1 := vector(&f, fieldChildren, 4)
+		_, _, ok2 := vector(&f, fieldMetadata, 4)
+		switch {
+		case !ok1 || !ok2:
+			return badArrow("an Arrow IPC schema field declares more entries than it holds")
+		case children > 0:
+			return badArrow("column %d is nested: hyp takes flat columns only", i)
+		case slot(&f, fieldDictionary) != 0:
+			return badArrow("column %d is dictionary-encoded: hyp takes plain columns only", i)
+		}
+	}
+	return nil
 }
 
 // scanArrow walks body's IPC messages and checks what no decoder would check before
@@ -132,6 +184,9 @@ func scanArrow(body []byte, maxBody int64) (sc arrowScan, rerr *httpbody.Error) 
 		mbody := body[pos : pos+int(bodyLen)]
 		pos += int(bodyLen)
 		sc.decoded += int64(n) + bodyLen
+		if _, _, ok := vector(&msg, msgMetadata, 4); !ok {
+			return arrowScan{}, badArrow("an Arrow IPC message declares more metadata than it holds")
+		}
 		var kind byte
 		if o := slot(&msg, msgHeaderType); o != 0 {
 			kind = msg.GetByte(o + msg.Pos)
@@ -142,6 +197,9 @@ func scanArrow(body []byte, maxBody int64) (sc arrowScan, rerr *httpbody.Error) 
 				return arrowScan{}, badArrow("the Arrow IPC stream has a second schema")
 			}
 			sawSchema = true
+			if err := checkSchema(&msg); err != nil {
+				return arrowScan{}, err
+			}
 			continue
 		case hdrRecordBatch:
 		case hdrDictionaryBatch:
