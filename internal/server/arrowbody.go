@@ -45,6 +45,9 @@ const arrowMaxWindow = 8 << 20
 // lz4Working is what an LZ4_FRAME decompressor may hold: its largest block size, twice.
 const lz4Working = 8 << 20
 
+// zstdWorking is what a ZSTD decompressor holds besides its window: its largest block.
+const zstdWorking = 128 << 10
+
 // arrowScan is what scanArrow learnt of an Arrow body.
 type arrowScan struct {
 	rows int // the record batches' declared rows
@@ -52,7 +55,8 @@ type arrowScan struct {
 	// message's body, and each compressed buffer's declared uncompressed size.
 	decoded int64
 	// working is the decompressors' own memory, allocated outside the reader's allocator:
-	// per compressed batch, its largest ZSTD window (held twice at most) or lz4Working.
+	// the reader decompresses one batch at a time, with a decompressor of its own, so the
+	// most one batch's takes (its largest ZSTD window and a block, or lz4Working).
 	working int64
 }
 
@@ -138,8 +142,8 @@ func checkSchema(msg *flatbuffers.Table) *httpbody.Error {
 
 // scanArrow walks body's IPC messages and checks what no decoder would check before
 // allocating: every buffer inside its message's body, every compressed buffer's declared
-// size, its ZSTD frames' windows, and what decoding it all takes against maxBody, the bound
-// a body has after decompression (413 beyond). It reads flatbuffers that come from outside,
+// size, its ZSTD frames' windows, and what the buffers decode into against maxBody, the
+// bound a body has after decompression (413 beyond). It reads flatbuffers that come from outside,
 // whose accessors index without checking: an index out of range is a malformed stream,
 // recovered into bad_arrow.
 func scanArrow(body []byte, maxBody int64) (sc arrowScan, rerr *httpbody.Error) {
@@ -218,7 +222,7 @@ func scanArrow(body []byte, maxBody int64) (sc arrowScan, rerr *httpbody.Error) 
 		if err := sc.batch(&rb, mbody); err != nil {
 			return arrowScan{}, err
 		}
-		if sc.decoded+sc.working > maxBody {
+		if sc.decoded > maxBody {
 			return arrowScan{}, tooLarge
 		}
 	}
@@ -281,9 +285,9 @@ func (sc *arrowScan) batch(rb *flatbuffers.Table, mbody []byte) *httpbody.Error 
 	}
 	switch codec {
 	case codecZstd:
-		sc.working += 2 * window
+		sc.working = max(sc.working, window+zstdWorking)
 	case codecLZ4:
-		sc.working += lz4Working
+		sc.working = max(sc.working, lz4Working)
 	}
 	// Every row has a seq, 8 bytes of some buffer: a batch claiming more rows than its
 	// buffers could hold would only make the seqs' slices large.
