@@ -14,7 +14,7 @@ import (
 
 // TestForwardArrowThenNDJSONExactlyOnce holds SPEC 5's two wire formats to one ledger,
 // through the built binary: a backlog of several units forwarded with `format: arrow` (the
-// default, said explicitly) reaches a real `hyp server` as Arrow IPC bodies, every row
+// default, said explicitly) reaches a real `hyp server` as gzip Arrow IPC bodies, every row
 // once; the daemon restarted with `format: ndjson` and its sink rewound to the earliest row
 // sends every unit again as NDJSON, and the server stores none of it again, since units,
 // seq ranges and batch ids do not depend on the format.
@@ -62,8 +62,8 @@ func TestForwardArrowThenNDJSONExactlyOnce(t *testing.T) {
 		f.ingest(t, addr, "logs", []string{"web", "db"}[i%2], perBatch)
 	}
 	_, _, units := requireRun(t, home, "central", batches*perBatch).totals()
-	if got := seen(); len(got) != 1 || got["application/vnd.apache.arrow.stream "] != units || units < 3 {
-		t.Errorf("requests by type and encoding %v, want all %d units (at least 3) as Arrow without Content-Encoding", got, units)
+	if got := seen(); len(got) != 1 || got["application/vnd.apache.arrow.stream gzip"] != units || units < 3 {
+		t.Errorf("requests by type and encoding %v, want all %d units (at least 3) as gzip Arrow", got, units)
 	}
 	checkServer(t, "forwarded as arrow", srvHome, f.want)
 	d.stop(t)

@@ -15,9 +15,7 @@ import (
 // binary: with each of none, gzip and zstd a backlog of several units reaches a real `hyp
 // server` exactly once, every request names its coding in Content-Encoding (none sends
 // none), and `sink run --json` reports as `bytes` exactly the body bytes the server was sent.
-// A proxy in front of the server counts those bytes as they arrive. Compression applies to
-// NDJSON bodies (an Arrow body's buffers are compressed by its own encoder), so the sinks
-// here send NDJSON.
+// A proxy in front of the server counts those bytes as they arrive.
 func TestForwardCompressions(t *testing.T) {
 	t.Parallel()
 	srvHome, srvAddr, tokens := newServerHome(t)
@@ -50,7 +48,7 @@ func TestForwardCompressions(t *testing.T) {
 		t.Cleanup(front.Close)
 
 		home, addr := t.TempDir(), freePort(t)
-		writeDaemonYAML(t, home, addr, "", forwardSinkYAML("central", front.URL, tokens)+"    format: ndjson\n    compression: "+comp+"\n")
+		writeDaemonYAML(t, home, addr, "", forwardSinkYAML("central", front.URL, tokens)+"    compression: "+comp+"\n")
 		d := startHypDaemon(t, home, addr)
 		for range batches {
 			f.ingest(t, addr, "logs", "web-"+comp, perBatch)

@@ -10,11 +10,9 @@ import (
 type Format int
 
 const (
-	// NDJSON is one JSON object per row, compressed as a whole by the client's Compression.
+	// NDJSON is one JSON object per row.
 	NDJSON Format = iota
-	// Arrow is an Apache Arrow IPC stream whose buffers its encoder already compressed, so
-	// it travels without a Content-Encoding: compressing it again would spend CPU on bytes
-	// that no longer shrink.
+	// Arrow is an Apache Arrow IPC stream of record batches.
 	Arrow
 )
 

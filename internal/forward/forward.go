@@ -80,9 +80,8 @@ type Chunk struct {
 	Rows      int
 	Format    Format // of Body
 	Body      []byte
-	// Wire, when set, is an NDJSON Body as Compress returned it: a caller that compresses
-	// ahead (the forward sink does, while the unit before is in flight) spares Send doing
-	// it. An Arrow Body travels as it is.
+	// Wire, when set, is Body as Compress returned it: a caller that compresses ahead (the
+	// forward sink does, while the unit before is in flight) spares Send doing it.
 	Wire []byte
 }
 
@@ -96,8 +95,8 @@ type Options struct {
 	// Incarnation is the id of the cache's seq space (X-Hyp-Incarnation, left out when "":
 	// a cache made before incarnations, which a server knows as "").
 	Incarnation string
-	// Compression is applied to every NDJSON body (Content-Encoding); the zero value sends
-	// bodies as they are.
+	// Compression is applied to every body, in either format (Content-Encoding); the zero
+	// value sends bodies as they are.
 	Compression Compression
 	// Format is the encoding the caller is asked to give chunks in (Client.Format); the
 	// zero value is NDJSON.
@@ -277,7 +276,9 @@ type Receipt struct {
 }
 
 // Format is the encoding chunks should be given in: Options.Format, or NDJSON once the
-// central refused an Arrow body.
+// central refused an Arrow body (a 415 to an Arrow body is taken for the format's: if it
+// was the compression's, the NDJSON body gets the same 415, reported as
+// ErrUnsupportedEncoding).
 func (c *Client) Format() Format {
 	if c.arrowRefused.Load() {
 		return NDJSON
@@ -285,8 +286,8 @@ func (c *Client) Format() Format {
 	return c.format
 }
 
-// Compress returns an NDJSON body in the form it travels in under the client's
-// compression, for Chunk.Wire.
+// Compress returns body in the form it travels in under the client's compression, for
+// Chunk.Wire.
 func (c *Client) Compress(body []byte) ([]byte, error) {
 	wire, err := c.comp.compress(body)
 	if err != nil {
@@ -327,9 +328,7 @@ func (c *Client) Send(ctx context.Context, ch Chunk) (Receipt, error) {
 	what := fmt.Sprintf("forward %s %s seqs %d-%d (batch %s)", ch.Dataset, ch.Partition, ch.FirstSeq, ch.LastSeq, id)
 	// Compressed once: every attempt sends the same bytes.
 	wire := ch.Wire
-	if ch.Format == Arrow {
-		wire = ch.Body
-	} else if wire == nil {
+	if wire == nil {
 		var err error
 		if wire, err = c.Compress(ch.Body); err != nil {
 			return Receipt{}, fmt.Errorf("%s: %w", what, err)
@@ -423,7 +422,7 @@ func (c *Client) attempt(ctx context.Context, r int, ch Chunk, wire []byte, id s
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Content-Type", ch.Format.ContentType())
-	if enc := c.comp.encoding(); enc != "" && ch.Format == NDJSON {
+	if enc := c.comp.encoding(); enc != "" {
 		req.Header.Set("Content-Encoding", enc)
 	}
 	req.Header.Set("X-Hyp-Gateway", c.gateway)

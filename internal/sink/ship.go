@@ -183,7 +183,7 @@ func (fc forwardCollector) Collect(ch chan<- prometheus.Metric) {
 // central refused it, then NDJSON.
 func (f *forwardShipper) encode(schema *arrow.Schema) (unitEncoding, error) {
 	if f.client.Format() == forward.Arrow {
-		return newArrowBody(schema), nil
+		return newArrowBody(schema, f.client), nil
 	}
 	b, err := newNDJSONBody(schema)
 	if err != nil {
@@ -227,7 +227,7 @@ func (f *forwardShipper) ship(ctx context.Context, p Part, u watermark.Unit, row
 	case *forwardBody:
 		body, wire = e.b.body, e.wire
 	case *arrowBody:
-		if body, format = e.body(), forward.Arrow; e.err != nil {
+		if body, wire, format = e.body(), e.wire, forward.Arrow; e.err != nil {
 			return 0, fmt.Errorf("encoding the unit as Arrow IPC: %w", e.err)
 		}
 	default:
