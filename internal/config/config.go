@@ -78,7 +78,7 @@ type Compaction struct {
 // Catalog, Warehouse, Namespace, PartitionBy, S3 and Maintain.
 type Sink struct {
 	Type            string      `yaml:"type"`   // "blob", "forward" or "iceberg"
-	Format          string      `yaml:"format"` // "parquet" or "jsonl"
+	Format          string      `yaml:"format"` // blob: "parquet" or "jsonl"; forward: "arrow" (default) or "ndjson"
 	Destination     Destination `yaml:"destination"`
 	URL             URLs        `yaml:"url"`         // forward: one URL or a central's replicas
 	TokenFile       string      `yaml:"token_file"`  // absolute after loading
@@ -139,6 +139,11 @@ const DefaultMemoryLimit = 112 << 20
 // DefaultCompression is a forward sink's `compression` when the file gives none (SPEC 3).
 // Loading fills it in; a Sink built in code that leaves it empty means the same.
 const DefaultCompression = "gzip"
+
+// DefaultForwardFormat is a forward sink's `format` when the file gives none (SPEC 5): an
+// Arrow IPC body is built from the cache's record batches without encoding a row, and the
+// server checks it per column. Loading fills it in; an empty Format in code means the same.
+const DefaultForwardFormat = "arrow"
 
 // Default returns the embedded defaults resolved for home (HYP_HOME). The
 // spec writes the default export root as ~/.hyp/exports; it is really

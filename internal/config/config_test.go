@@ -207,7 +207,7 @@ func TestParse(t *testing.T) {
 			name: "forward sink",
 			yaml: "sinks:\n  upstream:\n    type: forward\n    url: https://collector.example:8443\n    token_file: secrets/token\n    schedule: \"@every 30s\"\n",
 			check: func(t *testing.T, c *Config) {
-				want := Sink{Type: "forward", URL: URLs{"https://collector.example:8443"}, TokenFile: filepath.Join(home, "secrets/token"), Schedule: "@every 30s", Compression: "gzip"}
+				want := Sink{Type: "forward", URL: URLs{"https://collector.example:8443"}, TokenFile: filepath.Join(home, "secrets/token"), Schedule: "@every 30s", Compression: "gzip", Format: "arrow"}
 				if got := c.Sinks["upstream"]; !reflect.DeepEqual(got, want) {
 					t.Errorf("sink = %+v, want %+v", got, want)
 				}
@@ -219,6 +219,15 @@ func TestParse(t *testing.T) {
 			check: func(t *testing.T, c *Config) {
 				if got := c.Sinks["upstream"].Compression; got != "zstd" {
 					t.Errorf("compression = %q, want zstd", got)
+				}
+			},
+		},
+		{
+			name: "forward sink with ndjson",
+			yaml: "sinks:\n  upstream:\n    type: forward\n    url: http://c:1\n    token_file: t\n    format: ndjson\n",
+			check: func(t *testing.T, c *Config) {
+				if got := c.Sinks["upstream"].Format; got != "ndjson" {
+					t.Errorf("format = %q, want ndjson", got)
 				}
 			},
 		},
@@ -314,7 +323,7 @@ func TestParse(t *testing.T) {
 		}},
 		{name: "blob rejects a url list", yaml: "sinks:\n  s:\n    type: blob\n    format: jsonl\n    destination: {type: local-fs, path: x}\n    url: [http://a, http://b]\n", wantErr: []string{`sinks.s.url: "http://a, http://b" is not used by blob sinks`}},
 		{name: "forward rejects blob keys", yaml: "sinks:\n  f:\n    type: forward\n    url: http://h\n    token_file: t\n    format: jsonl\n    destination: {type: local-fs, path: x}\n", wantErr: []string{
-			`sinks.f.format: "jsonl" is not used by forward sinks`,
+			`sinks.f.format: must be arrow or ndjson, got "jsonl"`,
 			`sinks.f.destination: not used by forward sinks`,
 		}},
 		{name: "blob rejects forward keys", yaml: "sinks:\n  s:\n    type: blob\n    format: jsonl\n    destination: {type: local-fs, path: x}\n    url: http://h\n", wantErr: []string{`sinks.s.url: "http://h" is not used by blob sinks`}},

@@ -144,6 +144,7 @@ server:
 		{"url list", back.Sinks["central"].URL, URLs{"http://a:1", "http://b:1"}},
 		{"one url", back.Sinks["one"].URL, URLs{"http://c:1"}},
 		{"default compression", back.Sinks["one"].Compression, "gzip"},
+		{"default format", back.Sinks["one"].Format, "arrow"},
 		{"withhold_sources", back.Sinks["central"].WithholdSources, []string{"test-*"}},
 		{"maintain", back.Sinks["lake"].Maintain, c.Sinks["lake"].Maintain},
 		{"catalog uri", back.Sinks["lake"].Catalog.URI, "postgres://hyp:xxxxx@db:5432/cat?sslmode=disable"},

@@ -32,7 +32,7 @@ func problemf(key, format string, args ...any) problem {
 }
 
 // resolveSinks fills in what a sink given in the file leaves implicit: the
-// default schedule, a forward sink's default compression, and absolute paths
+// default schedule, a forward sink's default compression and format, and absolute paths
 // for the local-fs root and token file.
 // Default sinks never pass through here, as they are already resolved.
 func resolveSinks(home string, sinks map[string]Sink) []problem {
@@ -45,6 +45,9 @@ func resolveSinks(home string, sinks map[string]Sink) []problem {
 		}
 		if s.Type == "forward" && s.Compression == "" {
 			s.Compression = DefaultCompression
+		}
+		if s.Type == "forward" && s.Format == "" {
+			s.Format = DefaultForwardFormat
 		}
 		// An empty path stays empty so validation reports it missing
 		// instead of it silently meaning HYP_HOME itself.
@@ -193,7 +196,9 @@ func validateSink(name string, s Sink) []problem {
 		if s.TokenFile == "" {
 			add(problemf(key+".token_file", "required for forward sinks"))
 		}
-		notFor("format", s.Format, "forward sinks")
+		if s.Format != "arrow" && s.Format != "ndjson" {
+			add(problemf(key+".format", "must be arrow or ndjson, got %q", s.Format))
+		}
 		if s.Destination != (Destination{}) {
 			add(problemf(key+".destination", "not used by forward sinks"))
 		}

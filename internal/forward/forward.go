@@ -5,7 +5,9 @@
 // way another replica may not (a transport error, a timeout, 429, 5xx) moves the next one
 // to the next replica, while a refusal (401/403, 400/422, 413, 415) is the central's
 // answer and ends Send wherever it came from, as does the 400 a TLS port gives an http://
-// URL, which is the sink's configuration to fix, never the chunk's fault.
+// URL, which is the sink's configuration to fix, never the chunk's fault. A central that
+// cannot read Arrow bodies (SPEC 5) is remembered, so the caller encodes its later chunks as
+// NDJSON (Client.Format).
 //
 // It must never re-send a chunk the server answered 200 for, never have one chunk in
 // flight to two replicas at once, never refresh or guess a credential, never decide chunk
@@ -32,6 +34,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode"
 
@@ -57,9 +60,14 @@ var (
 	// plain request with a 400 of its own, not hyp's. That 400 says nothing about the chunk,
 	// so it must not quarantine it; the sink's url must change to https://.
 	ErrTLSRequired = errors.New("the server speaks TLS: use an https:// url (and the sink's tls block)")
+	// ErrArrowRefused means the server cannot read an Arrow body (a 415, or an older
+	// server's bad_json). Nothing was stored; the client now reports NDJSON as its Format,
+	// and the caller sends the same chunk again as NDJSON: same rows, same seq range, same
+	// batch id, so the ledger keeps it exactly once whichever format arrived.
+	ErrArrowRefused = errors.New("the server does not take Arrow bodies")
 )
 
-// Chunk is one unit to forward: rows of one partition, already encoded as NDJSON in seq
+// Chunk is one unit to forward: rows of one partition, already encoded in Format in seq
 // order, each carrying `_hyp_ingest_seq` and `_hyp_ingested_at`. FirstSeq and LastSeq must
 // be the seqs of Body's first and last rows: they become X-Hyp-Seq-Range, which a server
 // refuses (400, so the caller quarantines) when the rows do not run exactly from one to the
@@ -70,6 +78,7 @@ type Chunk struct {
 	FirstSeq  int64
 	LastSeq   int64
 	Rows      int
+	Format    Format // of Body
 	Body      []byte
 	// Wire, when set, is Body as Compress returned it: a caller that compresses ahead (the
 	// forward sink does, while the unit before is in flight) spares Send doing it.
@@ -86,9 +95,12 @@ type Options struct {
 	// Incarnation is the id of the cache's seq space (X-Hyp-Incarnation, left out when "":
 	// a cache made before incarnations, which a server knows as "").
 	Incarnation string
-	// Compression is applied to every body (Content-Encoding); the zero value sends bodies
-	// as they are.
+	// Compression is applied to every body, in either format (Content-Encoding); the zero
+	// value sends bodies as they are.
 	Compression Compression
+	// Format is the encoding the caller is asked to give chunks in (Client.Format); the
+	// zero value is NDJSON.
+	Format Format
 	// HTTPClient defaults to a client with its own connection pool. Redirects are never
 	// followed, whatever the client says: a 301/302/303 would turn the POST into a GET and
 	// drop the body, and a redirect to another host would drop the token.
@@ -125,6 +137,8 @@ type Client struct {
 	gateway        string
 	incarnation    string
 	comp           *compressor
+	format         Format
+	arrowRefused   atomic.Bool // the central answered an Arrow body as one it cannot read
 	http           *http.Client
 	clients        []*http.Client // per replica: http, or its own TLS transport
 	ladder         []time.Duration
@@ -168,6 +182,7 @@ func New(o Options) (*Client, error) {
 		token:          o.Token,
 		gateway:        o.Gateway,
 		incarnation:    o.Incarnation,
+		format:         o.Format,
 		ladder:         defaultLadder(),
 		maxWait:        defaultMaxWait,
 		requestTimeout: defaultRequestTimeout,
@@ -260,6 +275,17 @@ type Receipt struct {
 	WireBytes int64
 }
 
+// Format is the encoding chunks should be given in: Options.Format, or NDJSON once the
+// central refused an Arrow body (a 415 to an Arrow body is taken for the format's: if it
+// was the compression's, the NDJSON body gets the same 415, reported as
+// ErrUnsupportedEncoding).
+func (c *Client) Format() Format {
+	if c.arrowRefused.Load() {
+		return NDJSON
+	}
+	return c.format
+}
+
 // Compress returns body in the form it travels in under the client's compression, for
 // Chunk.Wire.
 func (c *Client) Compress(body []byte) ([]byte, error) {
@@ -276,6 +302,7 @@ func (c *Client) Compress(body []byte) ([]byte, error) {
 //   - ErrUnauthorized: the token is refused; nothing was retried.
 //   - ErrUnsupportedEncoding: the server refuses the compression; nothing was retried.
 //   - ErrTLSRequired: an http:// URL names a TLS port; nothing was retried.
+//   - ErrArrowRefused: the server cannot read an Arrow chunk; send it again as NDJSON.
 //   - ErrTooLarge: split the chunk and send the halves.
 //   - *PoisonError (errors.As): the server refuses the content; quarantine the chunk.
 //   - ctx.Err(): the caller gave up (shutdown).
@@ -394,7 +421,7 @@ func (c *Client) attempt(ctx context.Context, r int, ch Chunk, wire []byte, id s
 		return Ack{}, nil, fmt.Errorf("building request: %w", err)
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
-	req.Header.Set("Content-Type", "application/x-ndjson")
+	req.Header.Set("Content-Type", ch.Format.ContentType())
 	if enc := c.comp.encoding(); enc != "" {
 		req.Header.Set("Content-Encoding", enc)
 	}
@@ -425,6 +452,13 @@ func (c *Client) attempt(ctx context.Context, r int, ch Chunk, wire []byte, id s
 		return c.readAck(resp.Body, ch, id), nil, nil
 	}
 	se := &statusError{status: resp.Status, body: readSnippet(resp.Body)}
+	if ch.Format == Arrow && refusesArrow(resp.StatusCode, se.body) {
+		if !c.arrowRefused.Swap(true) {
+			c.log.Warn("forward: the central does not take Arrow bodies; sending NDJSON from now on (upgrade it to get format arrow back)",
+				"replica", c.reps.rs[r].url, "answer", se)
+		}
+		return Ack{}, nil, fmt.Errorf("%w: %w", ErrArrowRefused, se)
+	}
 	switch resp.StatusCode {
 	case http.StatusUnauthorized, http.StatusForbidden:
 		return Ack{}, nil, fmt.Errorf("%w: %w; check the sink's token_file", ErrUnauthorized, se)

@@ -1,5 +1,7 @@
 // Package rowjson owns the turning of cached Arrow rows back into JSON objects, one row at a
-// time, for the forward sink body and the jsonl.gz blob format. It never decides which rows
+// time, for the forward sink body and the jsonl.gz blob format, and of the values of an
+// Arrow body `hyp server` stores as JSON text (AppendString, AppendFloat, AppendTimestamp), so
+// both wire formats store the same text. It never decides which rows
 // to send, never adds or drops columns (internal columns are ordinary columns here), and
 // never allocates per row beyond the caller's buffer.
 package rowjson
@@ -60,7 +62,7 @@ func NewEncoder(schema *arrow.Schema) (*Encoder, error) {
 			c.kind = kindBool
 		case *arrow.TimestampType:
 			c.kind = kindTimestamp
-			c.perSec = perSecond(t.Unit)
+			c.perSec = PerSecond(t.Unit)
 		default:
 			return nil, fmt.Errorf("column %q: type %s has no JSON encoding", f.Name, f.Type)
 		}
@@ -69,7 +71,8 @@ func NewEncoder(schema *arrow.Schema) (*Encoder, error) {
 	return e, nil
 }
 
-func perSecond(u arrow.TimeUnit) int64 {
+// PerSecond is how many of unit u make a second, for AppendTimestamp.
+func PerSecond(u arrow.TimeUnit) int64 {
 	switch u {
 	case arrow.Second:
 		return 1
@@ -107,22 +110,22 @@ func (e *Encoder) AppendRow(dst []byte, rec arrow.RecordBatch, i int) []byte {
 		case kindInt64:
 			dst = strconv.AppendInt(dst, arr.(*array.Int64).Value(i), 10)
 		case kindFloat64:
-			dst = appendFloat(dst, arr.(*array.Float64).Value(i))
+			dst = AppendFloat(dst, arr.(*array.Float64).Value(i))
 		case kindBool:
 			dst = strconv.AppendBool(dst, arr.(*array.Boolean).Value(i))
 		case kindTimestamp:
-			dst = appendTimestamp(dst, int64(arr.(*array.Timestamp).Value(i)), c.perSec)
+			dst = AppendTimestamp(dst, int64(arr.(*array.Timestamp).Value(i)), c.perSec)
 		}
 	}
 	return append(dst, '}')
 }
 
-// appendFloat writes f the way encoding/json does (plain notation for ordinary magnitudes,
+// AppendFloat writes f the way encoding/json does (plain notation for ordinary magnitudes,
 // exponent otherwise), except that an integral value keeps a decimal point (5.0, -0.0):
 // readers that type a number by its literal, hyp server's ingest among them, would take 5
 // for an integer (a long column where the gateway's is a double) and -0 for 0. NaN and
 // ±Inf have no JSON form, so they become null rather than an unparsable line.
-func appendFloat(dst []byte, f float64) []byte {
+func AppendFloat(dst []byte, f float64) []byte {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return append(dst, "null"...)
 	}
@@ -147,10 +150,10 @@ func appendFloat(dst []byte, f float64) []byte {
 	return dst
 }
 
-// appendTimestamp writes v (in units of 1/perSec seconds since the epoch) as an RFC 3339 UTC
+// AppendTimestamp writes v (in units of 1/perSec seconds since the epoch) as an RFC 3339 UTC
 // string. Cached timestamps are instants whatever zone label the column carries, so UTC is
 // the one honest rendering.
-func appendTimestamp(dst []byte, v, perSec int64) []byte {
+func AppendTimestamp(dst []byte, v, perSec int64) []byte {
 	sec, frac := v/perSec, v%perSec
 	t := time.Unix(sec, frac*(1e9/perSec)).UTC()
 	dst = append(dst, '"')

@@ -119,7 +119,7 @@ func TestFloatMatchesEncodingJSON(t *testing.T) {
 		if math.Signbit(f) && f == 0 {
 			want = []byte("-0.0") // encoding/json writes -0 as 0
 		}
-		got := appendFloat(nil, f)
+		got := AppendFloat(nil, f)
 		if !bytes.Equal(got, want) {
 			t.Errorf("%v: got %s, want %s", f, got, want)
 		}
@@ -324,6 +324,6 @@ func BenchmarkAppendTimestamp(b *testing.B) {
 	v := int64(1796031000000000)
 	for b.Loop() {
 		v += 137
-		buf = appendTimestamp(buf[:0], v, 1e6)
+		buf = AppendTimestamp(buf[:0], v, 1e6)
 	}
 }

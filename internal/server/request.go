@@ -259,13 +259,21 @@ func parseRows(body []byte, first, last int64, form rowForm, incarnation string)
 // rows there are. Every row ends at a newline but the last, and none is shorter than
 // minRowBytes, so both bound the rows.
 func rowsBound(body []byte, incarnation string) (size, rows int) {
-	const perField = binary.MaxVarintLen16 + 5 // a field's frame (cache.BeginField) past its key
-	gain := 4 + perField + len(originSeqColumn) + 20
-	if incarnation != "" {
-		gain += perField + len(originIncarnationColumn) + len(incarnation) + 2
-	}
+	gain := 4 + originBytes(incarnation)
 	rows = min(bytes.Count(body, []byte{'\n'}), len(body)/minRowBytes) + 1
 	return len(body) + rows*gain, rows
+}
+
+// perField is a field's frame in the cache's row form (cache.BeginField) past its key.
+const perField = binary.MaxVarintLen16 + 5
+
+// originBytes bounds what appendOrigin adds to a row.
+func originBytes(incarnation string) int {
+	n := perField + len(originSeqColumn) + 20
+	if incarnation != "" {
+		n += perField + len(originIncarnationColumn) + len(incarnation) + 2
+	}
+	return n
 }
 
 // parseCost bounds what parseRows allocates for body: its rows and a seq, an end and a
@@ -469,16 +477,7 @@ func (p *piece) parse(first, last int64, form rowForm, incarnation string, lead 
 		prev, p.lastSeq, p.lastLine = seq, seq, lineNo
 		c.ats = append(c.ats, at)
 		if form == cacheRows {
-			var f int
-			c.rows, f = cache.BeginField(c.rows, originSeqColumn)
-			c.rows = strconv.AppendInt(c.rows, seq, 10)
-			cache.EndField(c.rows, f)
-			if incarnation != "" {
-				// parseForward admitted only [A-Za-z0-9._-]: the JSON string needs no escape.
-				c.rows, f = cache.BeginField(c.rows, originIncarnationColumn)
-				c.rows = append(append(append(c.rows, '"'), incarnation...), '"')
-				cache.EndField(c.rows, f)
-			}
+			c.rows = appendOrigin(c.rows, seq, incarnation)
 			cache.EndRow(c.rows, frame)
 		} else {
 			c.rows = append(c.rows, '}')
@@ -568,6 +567,23 @@ func join(body []byte, pieces []piece, first, last int64) (*chunk, *httpbody.Err
 			Msg: fmt.Sprintf("%s declares %d-%d, but the last row's %s is %d", headerSeqRange, first, last, cache.SeqColumn, prev)}
 	}
 	return c, nil
+}
+
+// appendOrigin appends to a row in the cache's form being built the fields that keep its
+// sender seq and incarnation (originSeqColumn, originIncarnationColumn): at most
+// originBytes(incarnation) bytes.
+func appendOrigin(dst []byte, seq int64, incarnation string) []byte {
+	var f int
+	dst, f = cache.BeginField(dst, originSeqColumn)
+	dst = strconv.AppendInt(dst, seq, 10)
+	cache.EndField(dst, f)
+	if incarnation != "" {
+		// parseForward admitted only [A-Za-z0-9._-]: the JSON string needs no escape.
+		dst, f = cache.BeginField(dst, originIncarnationColumn)
+		dst = append(append(append(dst, '"'), incarnation...), '"')
+		cache.EndField(dst, f)
+	}
+	return dst
 }
 
 func notFollowing(seq, prev int64) error {

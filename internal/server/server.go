@@ -214,8 +214,9 @@ func (h *handler) ingest(w http.ResponseWriter, r *http.Request, dataset string)
 	}
 	defer httpbody.Release(buf)
 	body := buf.Bytes()
-	if h.limit != nil {
-		if wait := h.limit.take(countRows(body)); wait > 0 {
+	in, inErr := readRows(r.Header, body, h.maxBody)
+	if h.limit != nil && inErr == nil {
+		if wait := h.limit.take(in.rows()); wait > 0 {
 			w.Header().Set("Retry-After", strconv.FormatInt(retryAfterSeconds(wait), 10))
 			return h.reject(w, &httpbody.Error{Status: http.StatusTooManyRequests, Kind: "rate_limited", Msg: "the server is over its row rate limit; retry later"})
 		}
@@ -227,15 +228,22 @@ func (h *handler) ingest(w http.ResponseWriter, r *http.Request, dataset string)
 	if ie := cache.CheckDataset(dataset); ie != nil {
 		return h.poison(w, "", fw, &httpbody.Error{Status: http.StatusBadRequest, Kind: ie.Kind, Msg: ie.Msg})
 	}
+	if inErr != nil {
+		if inErr.Status == http.StatusRequestEntityTooLarge {
+			return h.reject(w, inErr)
+		}
+		return h.poison(w, dataset, fw, inErr)
+	}
 	// What parsing builds from the body is charged to the listener's budget before it is
 	// built (SPEC 4): a body of short rows grows by the origin fields each row gains.
-	if err := httpbody.MeterOf(r).Charge(parseCost(body, fw.incarnation)); err != nil {
+	meter := httpbody.MeterOf(r)
+	if err := meter.Charge(in.cost(fw.incarnation)); err != nil {
 		var he *httpbody.Error
 		errors.As(err, &he)
 		return h.reject(w, he)
 	}
 	start = time.Now()
-	ch, rerr := parseRows(body, fw.first, fw.last, h.form, fw.incarnation)
+	ch, rerr := in.parse(fw.first, fw.last, h.form, fw.incarnation, meter)
 	h.metrics.since("parse", start)
 	if rerr != nil {
 		return h.poison(w, dataset, fw, rerr)

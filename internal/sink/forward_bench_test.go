@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hyp-project/hyp/internal/config"
 	seqledger "github.com/hyp-project/hyp/internal/ledger"
@@ -15,9 +17,11 @@ import (
 )
 
 // BenchmarkForwardTick times one tick forwarding every row of a few partitions to an
-// in-process `hyp server`, for each compression; both ends run in this process, so a CPU
-// profile shows the whole path.
+// in-process `hyp server`, for each wire format and NDJSON compression; both ends run in
+// this process, so a CPU profile shows the whole path (the server's share is what lies
+// under server's ServeHTTP), and cpu-s/1M is both ends' CPU per million rows.
 func BenchmarkForwardTick(b *testing.B) {
+	runs := 0 // every run gets a central and a home of its own, -count and reruns included
 	const parts, perPart = 4, 50_000
 	ctx := context.Background()
 	dir := b.TempDir()
@@ -42,10 +46,11 @@ func BenchmarkForwardTick(b *testing.B) {
 	if err := os.WriteFile(token, []byte("tok\n"), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	runs := 0 // every run gets a central and a home of its own, -count and reruns included
-	for _, comp := range []string{"none", "gzip", "zstd"} {
-		b.Run(comp, func(b *testing.B) {
+	for _, tc := range []struct{ format, comp string }{{"ndjson", "none"}, {"ndjson", "gzip"}, {"ndjson", "zstd"}, {"arrow", "gzip"}, {"arrow", "zstd"}, {"arrow", "none"}} {
+		comp := tc.comp
+		b.Run(tc.format+"-"+comp, func(b *testing.B) {
 			var rows, wire int64
+			cpu0 := cpuTime(b)
 			for b.Loop() {
 				b.StopTimer()
 				runs++
@@ -64,7 +69,7 @@ func BenchmarkForwardTick(b *testing.B) {
 				}
 				srv := httptest.NewServer(h)
 				d, err := New(ctx, Options{Home: filepath.Join(run, "home"), Cache: c, Sinks: map[string]config.Sink{
-					"central": {Type: "forward", URL: config.URLs{srv.URL}, TokenFile: token, Schedule: "@every 1h", Compression: comp},
+					"central": {Type: "forward", URL: config.URLs{srv.URL}, TokenFile: token, Schedule: "@every 1h", Compression: comp, Format: tc.format},
 				}})
 				if err != nil {
 					b.Fatal(err)
@@ -83,7 +88,18 @@ func BenchmarkForwardTick(b *testing.B) {
 				b.StartTimer()
 			}
 			b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "rows/s")
+			// Setup and teardown included: a central's cache and ledger opened and closed.
+			b.ReportMetric((cpuTime(b)-cpu0)/float64(rows)*1e6, "cpu-s/1M")
 			b.ReportMetric(float64(wire)/float64(rows), "wire-B/row")
 		})
 	}
+}
+
+// cpuTime is the process's user and system CPU seconds so far.
+func cpuTime(b *testing.B) float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }

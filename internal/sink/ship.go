@@ -65,6 +65,14 @@ func newShipper(ctx context.Context, x *instance, unitRows int64) (shipper, limi
 		if err != nil {
 			return nil, limits{}, err
 		}
+		fname := x.cfg.Format
+		if fname == "" {
+			fname = config.DefaultForwardFormat
+		}
+		format, err := forward.ParseFormat(fname)
+		if err != nil {
+			return nil, limits{}, err
+		}
 		var tc *tlsconf.Client
 		if t := x.cfg.TLS; t != nil {
 			fails, err := tlsconf.FailureCounter(x.metrics.reg, "sink/"+x.name)
@@ -78,7 +86,7 @@ func newShipper(ctx context.Context, x *instance, unitRows int64) (shipper, limi
 			}
 		}
 		c, err := forward.New(forward.Options{
-			URLs: x.cfg.URL, Token: token, Gateway: x.gateway, Incarnation: x.incarnation, Logger: x.log, Compression: comp, TLS: tc,
+			URLs: x.cfg.URL, Token: token, Gateway: x.gateway, Incarnation: x.incarnation, Logger: x.log, Compression: comp, Format: format, TLS: tc,
 			// A central that holds a request longer than this is treated as stalled; one
 			// unit's retries end within forwardMaxWait, so a tick never hangs on a dead
 			// central and the unit is retried on the next tick. A url list's replicas are
@@ -169,10 +177,14 @@ func (fc forwardCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// encode makes the forward shipper an encodingShipper: a unit's NDJSON is written as its
+// encode makes the forward shipper an encodingShipper: a unit's body is written as its
 // rows are read, so the read-ahead of the next unit (limits.readAhead) encodes it too while
-// this one is in flight.
+// this one is in flight. It is in the format the client asks for now: Arrow until the
+// central refused it, then NDJSON.
 func (f *forwardShipper) encode(schema *arrow.Schema) (unitEncoding, error) {
+	if f.client.Format() == forward.Arrow {
+		return newArrowBody(schema, f.client), nil
+	}
 	b, err := newNDJSONBody(schema)
 	if err != nil {
 		return nil, err
@@ -210,9 +222,15 @@ func (e *forwardBody) discard() {
 
 func (f *forwardShipper) ship(ctx context.Context, p Part, u watermark.Unit, rows *unitRows) (int64, error) {
 	var body, wire []byte
-	if e, ok := rows.enc.(*forwardBody); ok {
+	format := forward.NDJSON
+	switch e := rows.enc.(type) {
+	case *forwardBody:
 		body, wire = e.b.body, e.wire
-	} else {
+	case *arrowBody:
+		if body, wire, format = e.body(), e.wire, forward.Arrow; e.err != nil {
+			return 0, fmt.Errorf("encoding the unit as Arrow IPC: %w", e.err)
+		}
+	default:
 		// Rows read without encoding (encode failed, and fails here again).
 		var err error
 		if body, err = encodeNDJSON(rows); err != nil {
@@ -224,7 +242,17 @@ func (f *forwardShipper) ship(ctx context.Context, p Part, u watermark.Unit, row
 	// damaged file since it was decided, and a `hyp server` refuses a range its first and
 	// last rows do not bound. The server's ledger dedupes the rows themselves, so a unit
 	// re-sent with a narrower span is still recognised row by row.
-	rc, err := f.client.Send(ctx, forward.Chunk{Dataset: p.Dataset, Partition: p.Partition, FirstSeq: rows.first, LastSeq: rows.last, Rows: int(rows.rows), Body: body, Wire: wire})
+	ch := forward.Chunk{Dataset: p.Dataset, Partition: p.Partition, FirstSeq: rows.first, LastSeq: rows.last, Rows: int(rows.rows), Format: format, Body: body, Wire: wire}
+	rc, err := f.client.Send(ctx, ch)
+	if errors.Is(err, forward.ErrArrowRefused) {
+		// The same rows, range and batch id as NDJSON: the central stored nothing of the
+		// Arrow body, and later units are encoded as NDJSON from the start (encode).
+		if ch.Body, err = ndjsonOfArrow(body); err != nil {
+			return 0, fmt.Errorf("re-encoding an Arrow unit as NDJSON: %w", err)
+		}
+		ch.Format, ch.Wire = forward.NDJSON, nil
+		rc, err = f.client.Send(ctx, ch)
+	}
 	var poison *forward.PoisonError
 	switch {
 	case err == nil:
