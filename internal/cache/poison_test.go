@@ -127,7 +127,7 @@ func TestPoisonRowsAreStoredAndReadBack(t *testing.T) {
 		}
 		want := []map[string]string{
 			{"service.name": "api", "http.status_code": "503", "user-agent": "curl", "@timestamp": "2026-01-01T00:00:00Z"},
-			{"v": "1e400", "w": "-1e400", "big": big, "tiny": "1e-400", "zero": "0"},
+			{"v": "1e400", "w": "-1e400", "big": big, "tiny": "1e-400", "zero": "0.0"},
 			{"ID": "1", "id": "2", "Id": "three"},
 			{"a.b": "1", "a_x2Eb": "2", "a__x_32_45b": "3"},
 			{"n": "1.5"}, {"n__string": "1e400"}, {"k": "7"}, {"k__string": "-1e400"},
