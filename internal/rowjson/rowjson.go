@@ -1,6 +1,6 @@
 // Package rowjson owns the turning of cached Arrow rows back into JSON objects, one row at a
 // time, for the forward sink body and the jsonl.gz blob format, and of the values of an
-// Arrow body `hyp server` stores as JSON text (AppendString, AppendFloat, AppendTimestamp), so
+// Arrow body `hyp server` stores as JSON text (KindOf, AppendString, AppendFloat, AppendTimestamp), so
 // both wire formats store the same text. It never decides which rows
 // to send, never adds or drops columns (internal columns are ordinary columns here), and
 // never allocates per row beyond the caller's buffer.
@@ -27,21 +27,42 @@ type Encoder struct {
 type column struct {
 	// key is the pre-escaped `"name":` so a row costs no key escaping.
 	key  []byte
-	kind kind
+	kind Kind
 	// unit converts timestamp values to seconds and nanoseconds.
 	perSec int64
 }
 
-type kind uint8
+// Kind is the JSON form of an Arrow column of one of the types the cache produces.
+type Kind uint8
 
 const (
-	kindString kind = iota + 1
-	kindLargeString
-	kindInt64
-	kindFloat64
-	kindBool
-	kindTimestamp
+	KindString Kind = iota + 1
+	KindLargeString
+	KindInt64
+	KindFloat64
+	KindBool
+	KindTimestamp
 )
+
+// KindOf is t's Kind and, for a timestamp, its units per second; false for a type the cache
+// never produces (and so has no agreed JSON form).
+func KindOf(t arrow.DataType) (k Kind, perSec int64, ok bool) {
+	switch t := t.(type) {
+	case *arrow.StringType:
+		return KindString, 0, true
+	case *arrow.LargeStringType:
+		return KindLargeString, 0, true
+	case *arrow.Int64Type:
+		return KindInt64, 0, true
+	case *arrow.Float64Type:
+		return KindFloat64, 0, true
+	case *arrow.BooleanType:
+		return KindBool, 0, true
+	case *arrow.TimestampType:
+		return KindTimestamp, PerSecond(t.Unit), true
+	}
+	return 0, 0, false
+}
 
 // NewEncoder prepares an Encoder for schema, or says which column has a type the cache never
 // produces (and so has no agreed JSON form).
@@ -49,21 +70,8 @@ func NewEncoder(schema *arrow.Schema) (*Encoder, error) {
 	e := &Encoder{cols: make([]column, schema.NumFields())}
 	for i, f := range schema.Fields() {
 		c := column{key: append(AppendString(nil, f.Name), ':')}
-		switch t := f.Type.(type) {
-		case *arrow.StringType:
-			c.kind = kindString
-		case *arrow.LargeStringType:
-			c.kind = kindLargeString
-		case *arrow.Int64Type:
-			c.kind = kindInt64
-		case *arrow.Float64Type:
-			c.kind = kindFloat64
-		case *arrow.BooleanType:
-			c.kind = kindBool
-		case *arrow.TimestampType:
-			c.kind = kindTimestamp
-			c.perSec = PerSecond(t.Unit)
-		default:
+		var ok bool
+		if c.kind, c.perSec, ok = KindOf(f.Type); !ok {
 			return nil, fmt.Errorf("column %q: type %s has no JSON encoding", f.Name, f.Type)
 		}
 		e.cols[i] = c
@@ -103,17 +111,17 @@ func (e *Encoder) AppendRow(dst []byte, rec arrow.RecordBatch, i int) []byte {
 		first = false
 		dst = append(dst, c.key...)
 		switch c.kind {
-		case kindString:
+		case KindString:
 			dst = AppendString(dst, arr.(*array.String).Value(i))
-		case kindLargeString:
+		case KindLargeString:
 			dst = AppendString(dst, arr.(*array.LargeString).Value(i))
-		case kindInt64:
+		case KindInt64:
 			dst = strconv.AppendInt(dst, arr.(*array.Int64).Value(i), 10)
-		case kindFloat64:
+		case KindFloat64:
 			dst = AppendFloat(dst, arr.(*array.Float64).Value(i))
-		case kindBool:
+		case KindBool:
 			dst = strconv.AppendBool(dst, arr.(*array.Boolean).Value(i))
-		case kindTimestamp:
+		case KindTimestamp:
 			dst = AppendTimestamp(dst, int64(arr.(*array.Timestamp).Value(i)), c.perSec)
 		}
 	}

@@ -427,27 +427,15 @@ func (a *limitAllocator) Reallocate(n int, b []byte) []byte {
 
 func (a *limitAllocator) Free(b []byte) { memory.DefaultAllocator.Free(b) }
 
-// arrowKind is how a column's values become JSON text.
-type arrowKind uint8
-
-const (
-	kindString arrowKind = iota + 1
-	kindLargeString
-	kindInt64
-	kindFloat64
-	kindBool
-	kindTimestamp
-)
-
 // arrowColumn is one user column of an Arrow body (_hyp_overflow among them).
 type arrowColumn struct {
 	index    int
 	name     string
-	key      []byte // `"name":`, for userJSON
-	frame    int    // the bytes a field of it costs in the cache's row form past its value
-	kind     arrowKind
-	perSec   int64 // kindTimestamp's unit
-	overflow bool  // cache.OverflowColumn: each value must be one JSON object
+	key      []byte       // `"name":`, for userJSON
+	frame    int          // the bytes a field of it costs in the cache's row form past its value
+	kind     rowjson.Kind // how its values become JSON text
+	perSec   int64        // rowjson.KindTimestamp's unit
+	overflow bool         // cache.OverflowColumn: each value must be one JSON object
 
 	// The batch at hand's column, one of them set as kind says.
 	valid  []byte // validity bitmap; nil when the batch has no nulls here
@@ -501,23 +489,11 @@ func arrowColumns(sc *arrow.Schema) (cols []arrowColumn, seqAt, timeAt int, perS
 		c := arrowColumn{index: i, name: f.Name, overflow: f.Name == cache.OverflowColumn,
 			key:   append(rowjson.AppendString(nil, f.Name), ':'),
 			frame: binary.PutUvarint(make([]byte, binary.MaxVarintLen64), uint64(len(f.Name))) + len(f.Name) + 5}
-		switch t := f.Type.(type) {
-		case *arrow.StringType:
-			c.kind = kindString
-		case *arrow.LargeStringType:
-			c.kind = kindLargeString
-		case *arrow.Int64Type:
-			c.kind = kindInt64
-		case *arrow.Float64Type:
-			c.kind = kindFloat64
-		case *arrow.BooleanType:
-			c.kind = kindBool
-		case *arrow.TimestampType:
-			c.kind, c.perSec = kindTimestamp, rowjson.PerSecond(t.Unit)
-		default:
+		var ok bool
+		if c.kind, c.perSec, ok = rowjson.KindOf(f.Type); !ok {
 			return nil, 0, 0, 0, fieldError("bad_field", "column %q has type %s: hyp stores string, large_string, int64, float64, bool and timestamp columns", f.Name, f.Type)
 		}
-		if c.overflow && c.kind != kindString && c.kind != kindLargeString {
+		if c.overflow && c.kind != rowjson.KindString && c.kind != rowjson.KindLargeString {
 			return nil, 0, 0, 0, fieldError("bad_field", "%s must be a string column holding one JSON object per row, got %s", cache.OverflowColumn, f.Type)
 		}
 		cols = append(cols, c)
@@ -745,22 +721,22 @@ func (c *arrowColumn) bind(arr arrow.Array, n int) *httpbody.Error {
 	}
 	short := false
 	switch c.kind {
-	case kindString:
+	case rowjson.KindString:
 		c.str = arr.(*array.String)
 		short = !validOffsets(c.str.ValueOffsets(), len(c.str.ValueBytes()), n)
-	case kindLargeString:
+	case rowjson.KindLargeString:
 		c.lstr = arr.(*array.LargeString)
 		short = !validOffsets(c.lstr.ValueOffsets(), len(c.lstr.ValueBytes()), n)
-	case kindInt64:
+	case rowjson.KindInt64:
 		c.i64 = arr.(*array.Int64).Int64Values()
 		short = len(c.i64) < n
-	case kindFloat64:
+	case rowjson.KindFloat64:
 		c.f64 = arr.(*array.Float64).Float64Values()
 		short = len(c.f64) < n
-	case kindBool:
+	case rowjson.KindBool:
 		c.bools = arr.(*array.Boolean)
 		short = arr.Len() < n || len(arr.Data().Buffers()[1].Bytes())*8 < c.offset+n
-	case kindTimestamp:
+	case rowjson.KindTimestamp:
 		c.ts = arr.(*array.Timestamp).TimestampValues()
 		short = len(c.ts) < n
 	}
@@ -790,13 +766,13 @@ func (c *arrowColumn) null(i int) bool {
 // textBytes is the text of the column's values in the batch, strings before escaping.
 func (c *arrowColumn) textBytes(n int) int {
 	switch c.kind {
-	case kindString:
+	case rowjson.KindString:
 		offs := c.str.ValueOffsets()
 		return int(offs[n]-offs[0]) + 2*n
-	case kindLargeString:
+	case rowjson.KindLargeString:
 		offs := c.lstr.ValueOffsets()
 		return int(offs[n]-offs[0]) + 2*n
-	case kindBool:
+	case rowjson.KindBool:
 		return 5 * n
 	}
 	return 20 * n
@@ -807,11 +783,11 @@ func (c *arrowColumn) textBytes(n int) int {
 // a year of up to 12 digits.
 func (c *arrowColumn) valueBound(i int) int {
 	switch c.kind {
-	case kindString:
+	case rowjson.KindString:
 		return 6*c.str.ValueLen(i) + 2
-	case kindLargeString:
+	case rowjson.KindLargeString:
 		return 6*c.lstr.ValueLen(i) + 2
-	case kindTimestamp:
+	case rowjson.KindTimestamp:
 		return 48
 	}
 	return 32
@@ -820,15 +796,15 @@ func (c *arrowColumn) valueBound(i int) int {
 // appendValue appends value i as the JSON text a sender's NDJSON gives it (rowjson).
 func (c *arrowColumn) appendValue(dst []byte, i int) []byte {
 	switch c.kind {
-	case kindString:
+	case rowjson.KindString:
 		return rowjson.AppendString(dst, c.str.Value(i))
-	case kindLargeString:
+	case rowjson.KindLargeString:
 		return rowjson.AppendString(dst, c.lstr.Value(i))
-	case kindInt64:
+	case rowjson.KindInt64:
 		return strconv.AppendInt(dst, c.i64[i], 10)
-	case kindFloat64:
+	case rowjson.KindFloat64:
 		return rowjson.AppendFloat(dst, c.f64[i])
-	case kindBool:
+	case rowjson.KindBool:
 		return strconv.AppendBool(dst, c.bools.Value(i))
 	}
 	return rowjson.AppendTimestamp(dst, int64(c.ts[i]), c.perSec)
@@ -843,7 +819,7 @@ func (c *arrowColumn) checkOverflow(sc *jsonrow.Scanner, n int) (int, error) {
 			continue
 		}
 		var v string
-		if c.kind == kindString {
+		if c.kind == rowjson.KindString {
 			v = c.str.Value(i)
 		} else {
 			v = c.lstr.Value(i)
