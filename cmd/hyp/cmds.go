@@ -254,7 +254,7 @@ func ingestCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if asJSON {
-				return printJSON(os.Stdout, map[string]any{"accepted": total.Accepted, "first_seq": total.FirstSeq, "last_seq": total.LastSeq})
+				return printJSON(os.Stdout, ingestOut{Accepted: total.Accepted, FirstSeq: total.FirstSeq, LastSeq: total.LastSeq})
 			}
 			fmt.Printf("accepted %d rows (seq %d..%d)\n", total.Accepted, total.FirstSeq, total.LastSeq)
 			return nil
@@ -268,51 +268,6 @@ func ingestCmd(g *globals) *cobra.Command {
 func isTerminal(f *os.File) bool {
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-type partitionJSON struct {
-	Partition        string     `json:"partition"`
-	Rows             int64      `json:"rows"`
-	Files            int        `json:"files"`
-	Bytes            int64      `json:"bytes"`
-	MinSeq           int64      `json:"min_seq"`
-	MaxSeq           int64      `json:"max_seq"`
-	HeadSeq          int64      `json:"head_seq"`
-	PrunedThrough    int64      `json:"pruned_through_seq"`
-	OldestIngestedAt *time.Time `json:"oldest_ingested_at"`
-	NewestIngestedAt *time.Time `json:"newest_ingested_at"`
-	Error            string     `json:"error,omitempty"` // its table cannot be read
-}
-
-type datasetJSON struct {
-	Dataset    string          `json:"dataset"`
-	Partitions []partitionJSON `json:"partitions"`
-}
-
-func cacheStatusJSON(st []cache.PartitionStatus) []datasetJSON {
-	out := []datasetJSON{}
-	for _, p := range st {
-		if len(out) == 0 || out[len(out)-1].Dataset != p.Dataset {
-			out = append(out, datasetJSON{Dataset: p.Dataset, Partitions: []partitionJSON{}})
-		}
-		pj := partitionJSON{Partition: p.Partition, Rows: p.Rows, Files: p.Files, Bytes: p.Bytes, MinSeq: p.MinSeq, MaxSeq: p.MaxSeq, HeadSeq: p.HeadSeq, PrunedThrough: p.PrunedThrough}
-		if p.Err != nil {
-			pj.Error = p.Err.Error()
-		}
-		if p.Rows > 0 {
-			o, n := p.OldestIngestedAt, p.NewestIngestedAt
-			pj.OldestIngestedAt, pj.NewestIngestedAt = &o, &n
-		}
-		out[len(out)-1].Partitions = append(out[len(out)-1].Partitions, pj)
-	}
-	return out
-}
-
-func nonNilLost(l []cache.Lost) []cache.Lost {
-	if l == nil {
-		return []cache.Lost{}
-	}
-	return l
 }
 
 func printLosses(w io.Writer, lost []cache.Lost) {
@@ -390,12 +345,12 @@ func statusCmd(g *globals) *cobra.Command {
 			}
 			summary := summarizeSinks(sinks)
 			if asJSON {
-				return printJSON(os.Stdout, map[string]any{
-					"home":     dir,
-					"daemon":   map[string]any{"running": running, "listen": cfg.Ingest.Listen, "cache_error": cacheErr},
-					"datasets": cacheStatusJSON(st),
-					"losses":   nonNilLost(lost),
-					"sinks":    summary,
+				return printJSON(os.Stdout, statusOut{
+					Daemon:   daemonOut{CacheError: cacheErr, Listen: cfg.Ingest.Listen, Running: running},
+					Datasets: datasetsOut(st),
+					Home:     dir,
+					Losses:   nonNil(lost),
+					Sinks:    summary,
 				})
 			}
 			state := "not running"
@@ -426,22 +381,6 @@ func statusCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "machine output")
 	return cmd
-}
-
-// sinkSummary is one sink at a glance in `hyp status`.
-type sinkSummary struct {
-	Instance                   string     `json:"instance"`
-	Type                       string     `json:"type"`
-	Partitions                 int        `json:"partitions"`
-	LagRows                    int64      `json:"lag_rows"`
-	ExportedRows               int64      `json:"exported_rows"`
-	OldestUnexportedAgeSeconds float64    `json:"oldest_unexported_age_seconds"`
-	LastExportAt               *time.Time `json:"last_export_at"`
-	Gaps                       int        `json:"gaps"`
-	GapRows                    int64      `json:"gap_rows"`
-	WithheldRows               int64      `json:"withheld_rows"`
-	Quarantined                int        `json:"quarantined"`
-	Errors                     []string   `json:"errors"`
 }
 
 func summarizeSinks(st []sink.InstanceStatus) []sinkSummary {
@@ -503,7 +442,7 @@ func cacheCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if statusJSON {
-				return printJSON(os.Stdout, map[string]any{"datasets": cacheStatusJSON(r.Status()), "losses": nonNilLost(lost)})
+				return printJSON(os.Stdout, cacheOut{Datasets: datasetsOut(r.Status()), Losses: nonNil(lost)})
 			}
 			printCacheStatus(os.Stdout, r.Status())
 			printLosses(os.Stdout, lost)
@@ -535,11 +474,7 @@ func cacheCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if compactJSON {
-				out := []map[string]any{}
-				for _, r := range res {
-					out = append(out, map[string]any{"dataset": r.Dataset, "partition": r.Partition, "files_before": r.FilesBefore, "files_after": r.FilesAfter, "rows": r.Rows, "from_generation": r.From, "to_generation": r.To, "skipped": r.Skipped, "bounds_fixed": r.BoundsFixed})
-				}
-				return printJSON(os.Stdout, map[string]any{"partitions": out})
+				return printJSON(os.Stdout, newCompactOut(res))
 			}
 			for _, r := range res {
 				if r.Skipped != "" {
@@ -576,17 +511,7 @@ func cacheCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if pruneJSON {
-				out := []map[string]any{}
-				for _, r := range res {
-					m := map[string]any{"dataset": r.Dataset, "partition": r.Partition, "through_seq": r.ThroughSeq, "deleted_rows": r.DeletedRows, "held_rows": r.HeldRows, "held_for": nonNil(r.HeldFor)}
-					losses := []map[string]any{}
-					for _, l := range r.Losses {
-						losses = append(losses, map[string]any{"sink": l.Consumer, "from_seq": l.First, "to_seq": l.Last, "rows": l.Rows})
-					}
-					m["unexported_deleted_rows"], m["forced_losses"] = r.ForcedRows, losses
-					out = append(out, m)
-				}
-				return printJSON(os.Stdout, map[string]any{"dry_run": dryRun, "partitions": out})
+				return printJSON(os.Stdout, newPruneOut(dryRun, res))
 			}
 			verb := "deleted"
 			if dryRun {
@@ -628,11 +553,8 @@ func cacheCmd(g *globals) *cobra.Command {
 			}); err != nil {
 				return err
 			}
-			if res == nil {
-				res = []cache.Repaired{}
-			}
 			if repairJSON {
-				return printJSON(os.Stdout, map[string]any{"dry_run": repairDry, "files": res})
+				return printJSON(os.Stdout, repairOut{DryRun: repairDry, Files: nonNil(res)})
 			}
 			verb := "set aside"
 			if repairDry {
@@ -651,13 +573,6 @@ func cacheCmd(g *globals) *cobra.Command {
 	repair.Flags().BoolVar(&repairJSON, "json", false, "machine output")
 	cmd.AddCommand(status, compact, prune, repair)
 	return cmd
-}
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }
 
 // lakeTables describes an iceberg sink's tables for a query; done removes the copies of
@@ -763,11 +678,7 @@ func queryCmd(g *globals) *cobra.Command {
 			}
 			qnames := query.Names(qcols)
 			if schemaJSON {
-				out := []map[string]any{}
-				for i, c := range all {
-					out = append(out, map[string]any{"name": c.Name, "type": c.Type.String(), "internal": cache.Internal(c.Name), "query_name": qnames[i]})
-				}
-				return printJSON(os.Stdout, map[string]any{"dataset": a[0], "columns": out})
+				return printJSON(os.Stdout, newSchemaOut(a[0], qcols, qnames))
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "COLUMN\tTYPE\tQUERIED AS")
@@ -798,20 +709,8 @@ func sinkCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out := []map[string]any{}
-			for _, name := range sinkNames(cfg) {
-				s := cfg.Sinks[name]
-				m := map[string]any{"instance": name, "type": s.Type, "schedule": s.Schedule, "datasets": nonNil(s.Datasets), "withhold_sources": nonNil(s.WithholdSources)}
-				if s.Type == "blob" {
-					m["format"] = s.Format
-					m["destination"] = s.Destination
-				} else {
-					m["url"] = s.URL.Redacted()
-				}
-				out = append(out, m)
-			}
 			if asJSON {
-				return printJSON(os.Stdout, map[string]any{"sinks": out})
+				return printJSON(os.Stdout, newSinkListOut(cfg))
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "INSTANCE\tTYPE\tSCHEDULE\tTARGET")

@@ -55,7 +55,7 @@ func sinkStatusCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if asJSON {
-				return printJSON(os.Stdout, map[string]any{"sinks": res})
+				return printJSON(os.Stdout, sinksOut[sink.InstanceStatus]{res})
 			}
 			printSinkStatus(res)
 			return nil
@@ -79,7 +79,7 @@ func sinkRunCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if asJSON {
-				if err := printJSON(os.Stdout, map[string]any{"sinks": res}); err != nil {
+				if err := printJSON(os.Stdout, sinksOut[sink.RunResult]{res}); err != nil {
 					return err
 				}
 			} else {
@@ -124,7 +124,7 @@ needs are never removed. The running daemon does it between the sink's exports.`
 				return err
 			}
 			if asJSON {
-				if err := printJSON(os.Stdout, map[string]any{"sinks": res}); err != nil {
+				if err := printJSON(os.Stdout, sinksOut[sink.MaintainResult]{res}); err != nil {
 					return err
 				}
 			} else {
