@@ -42,7 +42,7 @@ func daemonCmd(g *globals) *cobra.Command {
 			return daemon.Run(cmd.Context(), dir, cfg, log, nil)
 		},
 	}
-	cmd.Flags().StringVar(&cfgPath, "config", "", "config file (default <home>/hyp.yaml, else embedded defaults)")
+	configFlag(cmd, &cfgPath, defaultConfigUsage)
 	return cmd
 }
 
@@ -80,7 +80,7 @@ func serverCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&tlsFiles.CertFile, "tls-cert", "", "PEM certificate (chain) of the listener: serve HTTPS; needs --tls-key")
 	cmd.Flags().StringVar(&tlsFiles.KeyFile, "tls-key", "", "PEM private key of --tls-cert")
 	cmd.Flags().StringVar(&tlsFiles.ClientCAFile, "client-ca", "", "PEM CA certificates: demand a client certificate issued by one of them (mutual TLS)")
-	cmd.Flags().StringVar(&cfgPath, "config", "", "config file (default <home>/hyp.yaml, else embedded defaults)")
+	configFlag(cmd, &cfgPath, defaultConfigUsage)
 	return cmd
 }
 
@@ -162,8 +162,8 @@ func serverStatusCmd(g *globals) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().StringVar(&cfgPath, "config", "", "the server's config file (default <home>/hyp.yaml)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "machine output")
+	configFlag(cmd, &cfgPath, "the server's config file (default <home>/hyp.yaml)")
+	jsonFlag(cmd, &asJSON)
 	return cmd
 }
 
@@ -261,7 +261,7 @@ func ingestCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&source, "source", "", "partition source for every row (default: each row's \"source\" field, else unknown)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "machine output")
+	jsonFlag(cmd, &asJSON)
 	return cmd
 }
 
@@ -379,7 +379,7 @@ func statusCmd(g *globals) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "machine output")
+	jsonFlag(cmd, &asJSON)
 	return cmd
 }
 
@@ -449,7 +449,7 @@ func cacheCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	status.Flags().BoolVar(&statusJSON, "json", false, "machine output")
+	jsonFlag(status, &statusJSON)
 
 	var req node.CompactRequest
 	var compactJSON bool
@@ -458,19 +458,14 @@ func cacheCmd(g *globals) *cobra.Command {
 		Short: "Compact partitions now",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			dir, err := g.resolve()
-			if err != nil {
-				return err
-			}
 			if req.Dataset != "" && !cache.ValidDataset(req.Dataset) {
 				return usagef("bad --dataset %q", req.Dataset)
 			}
 			req.Force = true
-			var res []cache.CompactResult
-			if err := withAPI(cmd.Context(), dir, func(api control.API) error {
-				res, err = api.Compact(cmd.Context(), req)
-				return err
-			}); err != nil {
+			res, err := nodeCall(cmd, g, func(ctx context.Context, api control.API) ([]cache.CompactResult, error) {
+				return api.Compact(ctx, req)
+			})
+			if err != nil {
 				return err
 			}
 			if compactJSON {
@@ -491,7 +486,7 @@ func cacheCmd(g *globals) *cobra.Command {
 	}
 	compact.Flags().StringVar(&req.Dataset, "dataset", "", "only this dataset")
 	compact.Flags().StringVar(&req.Partition, "partition", "", "only this partition (source=<value>)")
-	compact.Flags().BoolVar(&compactJSON, "json", false, "machine output")
+	jsonFlag(compact, &compactJSON)
 
 	var dryRun, pruneJSON bool
 	prune := &cobra.Command{
@@ -499,15 +494,10 @@ func cacheCmd(g *globals) *cobra.Command {
 		Short: "Apply retention now; says what it deletes and what it holds for sinks",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			dir, err := g.resolve()
+			res, err := nodeCall(cmd, g, func(ctx context.Context, api control.API) ([]cache.PruneResult, error) {
+				return api.Prune(ctx, dryRun)
+			})
 			if err != nil {
-				return err
-			}
-			var res []cache.PruneResult
-			if err := withAPI(cmd.Context(), dir, func(api control.API) error {
-				res, err = api.Prune(cmd.Context(), dryRun)
-				return err
-			}); err != nil {
 				return err
 			}
 			if pruneJSON {
@@ -534,7 +524,7 @@ func cacheCmd(g *globals) *cobra.Command {
 		},
 	}
 	prune.Flags().BoolVar(&dryRun, "dry-run", false, "report only; change nothing")
-	prune.Flags().BoolVar(&pruneJSON, "json", false, "machine output")
+	jsonFlag(prune, &pruneJSON)
 
 	var repairDry, repairJSON bool
 	repair := &cobra.Command{
@@ -542,15 +532,10 @@ func cacheCmd(g *globals) *cobra.Command {
 		Short: "Set aside (keep) unreadable cache files and record their seq ranges as losses, so reads work again",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			dir, err := g.resolve()
+			res, err := nodeCall(cmd, g, func(ctx context.Context, api control.API) ([]cache.Repaired, error) {
+				return api.Repair(ctx, repairDry)
+			})
 			if err != nil {
-				return err
-			}
-			var res []cache.Repaired
-			if err := withAPI(cmd.Context(), dir, func(api control.API) error {
-				res, err = api.Repair(cmd.Context(), repairDry)
-				return err
-			}); err != nil {
 				return err
 			}
 			if repairJSON {
@@ -570,7 +555,7 @@ func cacheCmd(g *globals) *cobra.Command {
 		},
 	}
 	repair.Flags().BoolVar(&repairDry, "dry-run", false, "report only; change nothing")
-	repair.Flags().BoolVar(&repairJSON, "json", false, "machine output")
+	jsonFlag(repair, &repairJSON)
 	cmd.AddCommand(status, compact, prune, repair)
 	return cmd
 }
@@ -692,7 +677,7 @@ func queryCmd(g *globals) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	schema.Flags().BoolVar(&schemaJSON, "json", false, "machine output")
+	jsonFlag(schema, &schemaJSON)
 	cmd.AddCommand(sql, schema)
 	return cmd
 }
@@ -728,7 +713,7 @@ func sinkCmd(g *globals) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	list.Flags().BoolVar(&asJSON, "json", false, "machine output")
+	jsonFlag(list, &asJSON)
 	cmd.AddCommand(list, sinkStatusCmd(g), sinkRunCmd(g), sinkRewindCmd(g), sinkMaintainCmd(g))
 	return cmd
 }

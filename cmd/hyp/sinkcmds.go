@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -18,27 +19,18 @@ import (
 
 // sinksCall runs call against the daemon (or a local node) for the instance named in a, or
 // every instance, mapping an unknown name to a usage error.
-func sinksCall[T any](cmd *cobra.Command, g *globals, a []string, call func(control.API, string) ([]T, error)) ([]T, error) {
-	dir, err := g.resolve()
-	if err != nil {
-		return nil, err
-	}
+func sinksCall[T any](cmd *cobra.Command, g *globals, a []string, call func(context.Context, control.API, string) ([]T, error)) ([]T, error) {
 	instance := ""
 	if len(a) == 1 {
 		instance = a[0]
 	}
-	var res []T
-	err = withAPI(cmd.Context(), dir, func(api control.API) error {
-		res, err = call(api, instance)
-		return err
+	res, err := nodeCall(cmd, g, func(ctx context.Context, api control.API) ([]T, error) {
+		return call(ctx, api, instance)
 	})
 	if errors.Is(err, sink.ErrUnknownSink) || errors.Is(err, sink.ErrNotIceberg) {
 		return nil, usageError{err}
 	}
-	if res == nil {
-		res = []T{}
-	}
-	return res, err
+	return nonNil(res), err
 }
 
 func sinkStatusCmd(g *globals) *cobra.Command {
@@ -48,8 +40,8 @@ func sinkStatusCmd(g *globals) *cobra.Command {
 		Short: "Per partition: watermark, head seq, lag rows, oldest unexported age, last export, last error, gaps",
 		Args:  args(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			res, err := sinksCall(cmd, g, a, func(api control.API, instance string) ([]sink.InstanceStatus, error) {
-				return api.SinkStatus(cmd.Context(), instance)
+			res, err := sinksCall(cmd, g, a, func(ctx context.Context, api control.API, instance string) ([]sink.InstanceStatus, error) {
+				return api.SinkStatus(ctx, instance)
 			})
 			if err != nil {
 				return err
@@ -61,7 +53,7 @@ func sinkStatusCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "machine output")
+	jsonFlag(cmd, &asJSON)
 	return cmd
 }
 
@@ -72,8 +64,8 @@ func sinkRunCmd(g *globals) *cobra.Command {
 		Short: "Export now and wait; exit 1 if any partition failed",
 		Args:  args(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			res, err := sinksCall(cmd, g, a, func(api control.API, instance string) ([]sink.RunResult, error) {
-				return api.RunSinks(cmd.Context(), instance)
+			res, err := sinksCall(cmd, g, a, func(ctx context.Context, api control.API, instance string) ([]sink.RunResult, error) {
+				return api.RunSinks(ctx, instance)
 			})
 			if err != nil {
 				return err
@@ -98,7 +90,7 @@ func sinkRunCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "machine output")
+	jsonFlag(cmd, &asJSON)
 	return cmd
 }
 
@@ -115,10 +107,10 @@ manifests, and remove orphan files older than three days. Files an unfinished ex
 needs are never removed. The running daemon does it between the sink's exports.`,
 		Args: args(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			res, err := sinksCall(cmd, g, a, func(api control.API, instance string) ([]sink.MaintainResult, error) {
+			res, err := sinksCall(cmd, g, a, func(ctx context.Context, api control.API, instance string) ([]sink.MaintainResult, error) {
 				r := req
 				r.Instance = instance
-				return api.MaintainSinks(cmd.Context(), r)
+				return api.MaintainSinks(ctx, r)
 			})
 			if err != nil {
 				return err
@@ -141,7 +133,7 @@ needs are never removed. The running daemon does it between the sink's exports.`
 	f := cmd.Flags()
 	f.BoolVar(&req.Compact, "compact", false, "compact small data files (also when the sink's maintain.compact is off)")
 	f.BoolVar(&req.DryRun, "dry-run", false, "report what would be done; change nothing")
-	f.BoolVar(&asJSON, "json", false, "machine output")
+	jsonFlag(cmd, &asJSON)
 	return cmd
 }
 
@@ -253,10 +245,6 @@ new value are exported (again). The running daemon applies it between export uni
 export in flight never overwrites it. --dry-run reports each change without making it.`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
-			dir, err := g.resolve()
-			if err != nil {
-				return err
-			}
 			req.Instance = a[0]
 			f := cmd.Flags()
 			if f.Changed("to-seq") {
@@ -281,10 +269,8 @@ export in flight never overwrites it. --dry-run reports each change without maki
 				req.Target.Time = &t
 			}
 			req.By = requester()
-			var res sink.RewindResult
-			err = withAPI(cmd.Context(), dir, func(api control.API) error {
-				res, err = api.Rewind(cmd.Context(), req)
-				return err
+			res, err := nodeCall(cmd, g, func(ctx context.Context, api control.API) (sink.RewindResult, error) {
+				return api.Rewind(ctx, req)
 			})
 			if errors.Is(err, sink.ErrUnknownSink) || errors.Is(err, sink.ErrBadRewind) {
 				return usageError{err}
@@ -312,7 +298,7 @@ export in flight never overwrites it. --dry-run reports each change without maki
 	f.BoolVar(&req.Target.Latest, "to-latest", false, "skip to the head: nothing cached now is exported")
 	f.BoolVar(&req.DryRun, "dry-run", false, "report the changes and rows to export; change nothing")
 	f.BoolVar(&req.AllowGap, "allow-gap", false, "move even when rows it would re-export were removed by retention")
-	f.BoolVar(&asJSON, "json", false, "machine output")
+	jsonFlag(cmd, &asJSON)
 	return cmd
 }
 
