@@ -1,8 +1,7 @@
 // Command hyp is the CLI and daemon. This package is meant to be flags and output only, with
 // behaviour in internal/: one file a verb (daemon, server, ingest, status, cache, query, sink,
 // rewind, config), the --json shapes in output.go, the shared preamble in common.go.
-// ingest.go still holds `hyp ingest`'s chunking, status.go the sink aggregation and query.go
-// the lake table listing (issue 27 item 5).
+// `hyp ingest`'s chunking is internal/feed's, `hyp status`'s sink summary internal/status's.
 package main
 
 import (

@@ -6,6 +6,7 @@ import (
 	"github.com/hyp-project/hyp/internal/cache"
 	"github.com/hyp-project/hyp/internal/config"
 	"github.com/hyp-project/hyp/internal/query"
+	"github.com/hyp-project/hyp/internal/status"
 )
 
 // The --json shapes the commands print, each a SPEC 7 contract that scripts parse, and
@@ -26,7 +27,7 @@ type statusOut struct {
 	Datasets []datasetOut  `json:"datasets"`
 	Home     string        `json:"home"`
 	Losses   []cache.Lost  `json:"losses"`
-	Sinks    []sinkSummary `json:"sinks"`
+	Sinks    []status.Sink `json:"sinks"` // each sink at a glance, a shape of its package
 }
 
 type daemonOut struct {
@@ -79,23 +80,6 @@ func datasetsOut(st []cache.PartitionStatus) []datasetOut {
 		out[len(out)-1].Partitions = append(out[len(out)-1].Partitions, pj)
 	}
 	return out
-}
-
-// sinkSummary is one sink at a glance in `hyp status`; it keeps the field order it always
-// had.
-type sinkSummary struct {
-	Instance                   string     `json:"instance"`
-	Type                       string     `json:"type"`
-	Partitions                 int        `json:"partitions"`
-	LagRows                    int64      `json:"lag_rows"`
-	ExportedRows               int64      `json:"exported_rows"`
-	OldestUnexportedAgeSeconds float64    `json:"oldest_unexported_age_seconds"`
-	LastExportAt               *time.Time `json:"last_export_at"`
-	Gaps                       int        `json:"gaps"`
-	GapRows                    int64      `json:"gap_rows"`
-	WithheldRows               int64      `json:"withheld_rows"`
-	Quarantined                int        `json:"quarantined"`
-	Errors                     []string   `json:"errors"`
 }
 
 // compactOut is `hyp cache compact --json`.

@@ -12,6 +12,7 @@ import (
 	"github.com/hyp-project/hyp/internal/control"
 	"github.com/hyp-project/hyp/internal/home"
 	"github.com/hyp-project/hyp/internal/sink"
+	"github.com/hyp-project/hyp/internal/status"
 )
 
 func statusCmd(g *globals) *cobra.Command {
@@ -52,7 +53,7 @@ func statusCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			summary := summarizeSinks(sinks)
+			summary := status.Sinks(sinks)
 			if asJSON {
 				return printJSON(os.Stdout, statusOut{
 					Daemon:   daemonOut{CacheError: cacheErr, Listen: cfg.Ingest.Listen, Running: running},
@@ -90,33 +91,4 @@ func statusCmd(g *globals) *cobra.Command {
 	}
 	jsonFlag(cmd, &asJSON)
 	return cmd
-}
-
-func summarizeSinks(st []sink.InstanceStatus) []sinkSummary {
-	out := []sinkSummary{}
-	for _, is := range st {
-		s := sinkSummary{Instance: is.Instance, Type: is.Type, Partitions: len(is.Partitions), Errors: []string{}}
-		if is.Error != "" {
-			s.Errors = append(s.Errors, is.Error)
-		}
-		for _, p := range is.Partitions {
-			s.LagRows += p.LagRows
-			s.ExportedRows += p.ExportedRows
-			s.OldestUnexportedAgeSeconds = max(s.OldestUnexportedAgeSeconds, p.OldestUnexportedAgeSeconds)
-			if p.LastExportAt != nil && (s.LastExportAt == nil || p.LastExportAt.After(*s.LastExportAt)) {
-				s.LastExportAt = p.LastExportAt
-			}
-			s.Gaps += len(p.Gaps)
-			for _, g := range p.Gaps {
-				s.GapRows += g.Rows
-			}
-			s.WithheldRows += p.WithheldRows
-			s.Quarantined += len(p.Quarantined)
-			if p.LastError != "" {
-				s.Errors = append(s.Errors, p.Dataset+" "+p.Partition+": "+p.LastError)
-			}
-		}
-		out = append(out, s)
-	}
-	return out
 }
