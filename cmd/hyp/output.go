@@ -9,10 +9,13 @@ import (
 	"github.com/hyp-project/hyp/internal/status"
 )
 
-// The --json shapes the commands print, each a SPEC 7 contract that scripts parse, and
-// pinned byte for byte by testdata/golden. Their fields are in the order of their keys:
-// these shapes were maps once, which encoding/json writes with sorted keys, and the bytes
-// must not change. A list is never null: a script may range over it without a check.
+// The --json shapes the commands build, each a SPEC 7 contract that scripts parse, pinned
+// byte for byte by testdata/golden. The ones that were maps once have their fields in the
+// order of their keys, since encoding/json wrote a map's keys sorted and the bytes must not
+// change; the ones that were structs keep their order. A list is never null: a script may
+// range over it without a check. sink status/run/maintain/rewind, config validate/show and
+// server status print their packages' own types (in the sinksOut envelope for the first
+// three).
 
 // ingestOut is `hyp ingest --json`.
 type ingestOut struct {
@@ -47,7 +50,6 @@ type datasetOut struct {
 	Partitions []partitionOut `json:"partitions"`
 }
 
-// partitionOut keeps the field order it always had (it was a struct from the start).
 type partitionOut struct {
 	Partition        string     `json:"partition"`
 	Rows             int64      `json:"rows"`
