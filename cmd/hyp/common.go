@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/spf13/cobra"
+
 	"github.com/hyp-project/hyp/internal/cache"
 	"github.com/hyp-project/hyp/internal/config"
 	"github.com/hyp-project/hyp/internal/control"
@@ -60,6 +62,34 @@ func withAPI(ctx context.Context, dir string, fn func(control.API) error) error 
 	}
 	return ferr
 }
+
+// nodeCall resolves the home and returns what call asks of its single writer (withAPI):
+// the preamble of every command that changes or reads the node's state.
+func nodeCall[T any](cmd *cobra.Command, g *globals, call func(context.Context, control.API) (T, error)) (T, error) {
+	var res T
+	dir, err := g.resolve()
+	if err != nil {
+		return res, err
+	}
+	err = withAPI(cmd.Context(), dir, func(api control.API) error {
+		res, err = call(cmd.Context(), api)
+		return err
+	})
+	return res, err
+}
+
+// jsonFlag adds --json to cmd, into asJSON: the command prints its shape from output.go.
+func jsonFlag(cmd *cobra.Command, asJSON *bool) {
+	cmd.Flags().BoolVar(asJSON, "json", false, "machine output")
+}
+
+// configFlag adds --config to a command that can read a config file other than the home's.
+func configFlag(cmd *cobra.Command, path *string, usage string) {
+	cmd.Flags().StringVar(path, "config", "", usage)
+}
+
+// defaultConfigUsage is --config's help where a home without hyp.yaml runs on the defaults.
+const defaultConfigUsage = "config file (default <home>/hyp.yaml, else embedded defaults)"
 
 // openReader makes every acknowledged row visible in the tables (through the daemon, or by
 // replaying the log under the lock), then opens the cache read-only.

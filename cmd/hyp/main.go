@@ -1,6 +1,8 @@
 // Command hyp is the CLI and daemon. This package is meant to be flags and output only, with
-// behaviour in internal/; cmds.go still holds `hyp ingest`'s chunking, the status aggregation
-// and the lake table listing (issue 27 item 5).
+// behaviour in internal/: one file a verb (daemon, server, ingest, status, cache, query, sink,
+// rewind, config), the --json shapes in output.go, the shared preamble in common.go.
+// `hyp ingest`'s chunking is internal/feed's, `hyp status`'s sink summary internal/status's;
+// query.go still opens an iceberg sink's tables for `query sql --sink` itself (issue 27).
 package main
 
 import (

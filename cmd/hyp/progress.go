@@ -43,3 +43,8 @@ func (pr *progress) done() {
 	pr.bar.SetTotal(-1, true)
 	pr.p.Wait()
 }
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -43,8 +43,8 @@ func configValidateCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&cfgPath, "config", "", "config file (default <home>/hyp.yaml, else embedded defaults)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "machine output")
+	configFlag(cmd, &cfgPath, defaultConfigUsage)
+	jsonFlag(cmd, &asJSON)
 	return cmd
 }
 
@@ -75,7 +75,7 @@ func configShowCmd(g *globals) *cobra.Command {
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&cfgPath, "config", "", "config file (default <home>/hyp.yaml, else embedded defaults)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "machine output")
+	configFlag(cmd, &cfgPath, defaultConfigUsage)
+	jsonFlag(cmd, &asJSON)
 	return cmd
 }
