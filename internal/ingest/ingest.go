@@ -5,7 +5,8 @@
 // It never stores anything itself and acknowledges only what the store made durable: a
 // success reply is written after the store returned, never before. Every reply other than
 // 200 is a JSON object with an "error" key naming the error kind, so clients can branch on
-// it without parsing messages.
+// it without parsing messages, except to a protobuf OTLP request, which gets the protobuf
+// google.rpc.Status OTLP/HTTP requires, its message beginning with the same kind.
 //
 // The NDJSON path is the hot one, so the handler does no per-row work there: it reads the
 // body into a pooled buffer and hands it to the store, which validates and partitions.
@@ -345,14 +346,19 @@ func (h *handler) storeError(dataset string, err error) *httpbody.Error {
 // comes back when retention or an operator frees it, not within a second.
 const retryStore = 5
 
-// reject counts a rejected ingest or OTLP request and writes its reply. A dataset name that
-// is not valid is counted as "" so garbage names cannot grow the label set.
+// reject counts a rejected ingest or OTLP request and writes its JSON reply.
 func (h *handler) reject(w http.ResponseWriter, dataset string, e *httpbody.Error) int {
+	h.countRejected(dataset, e.Kind)
+	return httpbody.WriteError(w, e)
+}
+
+// countRejected counts a rejected request. A dataset name that is not valid is counted as
+// "" so garbage names cannot grow the label set.
+func (h *handler) countRejected(dataset, kind string) {
 	if !cache.ValidDataset(dataset) {
 		dataset = ""
 	}
-	h.metrics.rejected.WithLabelValues(dataset, e.Kind).Inc()
-	return httpbody.WriteError(w, e)
+	h.metrics.rejected.WithLabelValues(dataset, kind).Inc()
 }
 
 // rejectOTLP is reject for an OTLP endpoint: a protobuf request is answered with a
@@ -362,10 +368,7 @@ func (h *handler) rejectOTLP(w http.ResponseWriter, r *http.Request, dataset str
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != protobufType {
 		return h.reject(w, dataset, e)
 	}
-	if !cache.ValidDataset(dataset) {
-		dataset = ""
-	}
-	h.metrics.rejected.WithLabelValues(dataset, e.Kind).Inc()
+	h.countRejected(dataset, e.Kind)
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
