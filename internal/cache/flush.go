@@ -242,8 +242,9 @@ type stream struct {
 	ch     chan chunkRecord
 	done   chan error
 	maxSeq int64
-	ended  bool  // done has been received into err
-	err    error // the append's result, once ended
+	added  []FileInfo // the files the append added; set before done is sent
+	ended  bool       // done has been received into err
+	err    error      // the append's result, once ended
 }
 
 // openStream starts p's stream with b's columns in its table, creating the table or
@@ -265,7 +266,11 @@ func startStream(ctx context.Context, p *Partition, g *generation) (*stream, err
 	s := &stream{p: p, gen: g, tx: g.tbl.NewTransaction(), sc: w.sc, ch: make(chan chunkRecord, 1), done: make(chan error, 1), maxSeq: g.maxSeq}
 	rdr := &chanReader{sc: w.sc, ch: s.ch}
 	rdr.refs.Store(1)
-	go func() { s.done <- w.append(ctx, s.tx, rdr) }()
+	go func() {
+		var err error
+		s.added, err = w.append(ctx, s.tx, rdr)
+		s.done <- err
+	}()
 	return s, nil
 }
 
@@ -294,7 +299,7 @@ func (s *stream) finish(ctx context.Context) error {
 	}
 	s.p.mu.Lock()
 	defer s.p.mu.Unlock()
-	return s.gen.commitAppend(ctx, s.tx, s.maxSeq)
+	return s.gen.commitAppend(ctx, s.tx, s.added, s.maxSeq)
 }
 
 // abort stops the stream without committing. A data file it completed stays unreferenced;
