@@ -374,7 +374,7 @@ func (g *generation) fill(ctx context.Context, old *generation, settledRows int6
 			return nil, 0, err
 		}
 		rdr := newScanReader(ctx, group, old, w.sc)
-		err := w.append(ctx, tx, rdr)
+		_, err := w.append(ctx, tx, rdr)
 		rdr.Release()
 		if err == nil {
 			err = rdr.Err()

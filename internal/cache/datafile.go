@@ -56,15 +56,16 @@ func (g *generation) fileWriter(ctx context.Context) (*fileWriter, error) {
 }
 
 // append writes rdr's records, which have w.sc's columns, into new data files and adds them
-// to tx, whose table w was made from. Every file is new, so the duplicate check (a read of
-// every manifest) is skipped; files carry their field ids, so no name mapping is needed.
-func (w *fileWriter) append(ctx context.Context, tx *table.Transaction, rdr array.RecordReader) error {
+// to tx, whose table w was made from, returning what it added. Every file is new, so the
+// duplicate check (a read of every manifest) is skipped; files carry their field ids, so no
+// name mapping is needed.
+func (w *fileWriter) append(ctx context.Context, tx *table.Transaction, rdr array.RecordReader) ([]FileInfo, error) {
 	paths, err := w.write(rdr)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(paths) == 0 {
-		return nil
+		return nil, nil
 	}
 	uris := make([]string, len(paths))
 	for i, p := range paths {
@@ -73,9 +74,16 @@ func (w *fileWriter) append(ctx context.Context, tx *table.Transaction, rdr arra
 	// The DataFiles' counts and bounds come from the footers just written.
 	dfs, err := describe(ctx, w.fio, uris, w.schema, w.spec, w.props)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return tx.AddDataFiles(ctx, dfs, nil, table.WithoutAutoNameMapping(), table.WithoutDuplicateCheck())
+	if err := tx.AddDataFiles(ctx, dfs, nil, table.WithoutAutoNameMapping(), table.WithoutDuplicateCheck()); err != nil {
+		return nil, err
+	}
+	added := make([]FileInfo, len(dfs))
+	for i, df := range dfs {
+		added[i] = fileInfo(df)
+	}
+	return added, nil
 }
 
 // describe returns the DataFiles of the data files at uris, of a table with schema sc,
@@ -105,7 +113,7 @@ func (g *generation) entriesByName(ctx context.Context) (map[string]iceberg.Data
 	if err != nil {
 		return nil, err
 	}
-	dfs, err := g.readEntries(fio, snap, false)
+	dfs, err := g.readEntries(fio, snap)
 	if err != nil {
 		return nil, err
 	}

@@ -27,7 +27,7 @@ func TestDataFiles(t *testing.T) {
 		limits flushLimits
 	}{
 		{"commit", defaultFlushLimits},
-		{"stream", flushLimits{chunkRows: 100, chunkBytes: 1 << 30, chunkCells: 1 << 30, budget: 1 << 30, streams: 64}},
+		{"stream", flushLimits{chunkRows: 100, chunkBytes: 1 << 30, chunkCells: 1 << 30, budget: 1 << 30, streams: 64, commits: 4}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

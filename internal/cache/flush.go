@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -27,9 +28,12 @@ type flushLimits struct {
 	// streams bounds the partitions streaming at once: each holds an open data file, a
 	// goroutine and a buffered row group.
 	streams int
+	// commits bounds the partitions a round commits at once (flushRound.commit); each
+	// encodes its batch's data file, so this also bounds that encoding's memory.
+	commits int
 }
 
-var defaultFlushLimits = flushLimits{chunkRows: rowGroupRows / 4, chunkBytes: 2 << 20, chunkCells: 1 << 22, budget: 32 << 20, streams: 64}
+var defaultFlushLimits = flushLimits{chunkRows: rowGroupRows / 4, chunkBytes: 2 << 20, chunkCells: 1 << 22, budget: 32 << 20, streams: 64, commits: 8}
 
 // flushRound collects the rows a flush reads from the log, per partition, and commits them.
 // It keeps memory bounded whatever the size of the log being flushed: a partition whose
@@ -156,30 +160,57 @@ func (r *flushRound) fail(p *Partition, b *batch, err error) {
 	}
 }
 
-// commit commits every partition of the round and starts a new round.
+// commit commits every partition of the round and starts a new round. Partitions commit
+// in parallel, up to limits.commits at once: each holds only its own locks, and what a
+// commit mostly waits for is its files' fsyncs and its table's metadata writes, so a round
+// of thousands of new partitions (each a table to create) is not that many waits in a row.
 func (r *flushRound) commit() {
+	// Rows left in a streaming partition's batch go to its stream first: spill changes the
+	// round's maps, so it runs here, before the commits.
 	for _, p := range r.order {
-		b := r.batches[p]
-		if r.streams[p] != nil && b.rows > 0 {
+		if b := r.batches[p]; r.streams[p] != nil && b.rows > 0 {
 			r.spill(p, b) // on failure it ends the stream
 		}
-		if s := r.streams[p]; s != nil {
-			if err := s.finish(r.ctx); err != nil {
-				r.errs = append(r.errs, err)
-				r.failed[p] = true
+	}
+	errs := make([]error, len(r.order))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range min(r.c.limits.commits, len(r.order)) {
+		wg.Go(func() {
+			for i := range work {
+				errs[i] = r.commitPartition(r.order[i])
 			}
-			p.rewrite.Unlock()
-		} else if b.rows > 0 {
-			if err := r.c.commit(r.ctx, p, b); err != nil {
-				r.errs = append(r.errs, err)
-				r.failed[p] = true
-			}
+		})
+	}
+	for i := range r.order {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	for i, p := range r.order {
+		if errs[i] != nil {
+			r.errs = append(r.errs, errs[i])
+			r.failed[p] = true
 		}
-		b.release()
 	}
 	clear(r.batches)
 	clear(r.streams)
 	r.order, r.held = r.order[:0], 0
+}
+
+// commitPartition commits p's stream or batch and releases the batch. It reads the round's
+// maps but changes nothing in them, so commits of different partitions can run at once.
+func (r *flushRound) commitPartition(p *Partition) error {
+	b := r.batches[p]
+	defer b.release()
+	if s := r.streams[p]; s != nil {
+		defer p.rewrite.Unlock()
+		return s.finish(r.ctx)
+	}
+	if b.rows > 0 {
+		return r.c.commit(r.ctx, p, b)
+	}
+	return nil
 }
 
 // abort ends the round without committing anything after a read error.
@@ -211,8 +242,9 @@ type stream struct {
 	ch     chan chunkRecord
 	done   chan error
 	maxSeq int64
-	ended  bool  // done has been received into err
-	err    error // the append's result, once ended
+	added  []FileInfo // the files the append added; set before done is sent
+	ended  bool       // done has been received into err
+	err    error      // the append's result, once ended
 }
 
 // openStream starts p's stream with b's columns in its table, creating the table or
@@ -234,7 +266,11 @@ func startStream(ctx context.Context, p *Partition, g *generation) (*stream, err
 	s := &stream{p: p, gen: g, tx: g.tbl.NewTransaction(), sc: w.sc, ch: make(chan chunkRecord, 1), done: make(chan error, 1), maxSeq: g.maxSeq}
 	rdr := &chanReader{sc: w.sc, ch: s.ch}
 	rdr.refs.Store(1)
-	go func() { s.done <- w.append(ctx, s.tx, rdr) }()
+	go func() {
+		var err error
+		s.added, err = w.append(ctx, s.tx, rdr)
+		s.done <- err
+	}()
 	return s, nil
 }
 
@@ -263,7 +299,7 @@ func (s *stream) finish(ctx context.Context) error {
 	}
 	s.p.mu.Lock()
 	defer s.p.mu.Unlock()
-	return s.gen.commitAppend(ctx, s.tx, s.maxSeq)
+	return s.gen.commitAppend(ctx, s.tx, s.added, s.maxSeq)
 }
 
 // abort stops the stream without committing. A data file it completed stays unreferenced;

@@ -65,3 +65,26 @@ func benchmarkFlush(b *testing.B, request func(n int) []byte) {
 	}
 	b.ReportMetric(float64(bytes)/float64(rows), "file-B/row")
 }
+
+// BenchmarkFlushNewPartitions measures a flush whose every partition is new, as after a
+// burst from thousands of gateways on hyp server: one small request per partition, so the
+// cost is that of creating each partition's table and its first commit. b.N is partitions.
+func BenchmarkFlushNewPartitions(b *testing.B) {
+	ctx := context.Background()
+	c, err := Open(ctx, b.TempDir(), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close(ctx)
+	req := []byte(`{"time_unix_nano":1764547200000000000,"severity_number":9,"body":"hello","id":"a-1"}` + "\n")
+	for i := 0; i < b.N; i++ {
+		if _, err := c.Ingest("logs", fmt.Sprintf("gw-%06d", i), req); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	if err := c.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/partition")
+}

@@ -21,12 +21,12 @@ func TestFlushBounds(t *testing.T) {
 		hold   string // a partition whose rewrite lock is held during the flush
 	}{
 		{name: "defaults", limits: defaultFlushLimits},
-		{name: "tiny chunks", limits: flushLimits{chunkRows: 7, chunkBytes: 1 << 30, chunkCells: 1 << 30, budget: 1 << 30, streams: 64}},
-		{name: "chunk bytes", limits: flushLimits{chunkRows: 1 << 20, chunkBytes: 300, chunkCells: 1 << 30, budget: 1 << 30, streams: 64}},
-		{name: "chunk cells", limits: flushLimits{chunkRows: 1 << 20, chunkBytes: 1 << 30, chunkCells: 40, budget: 1 << 30, streams: 64}},
-		{name: "budget spills", limits: flushLimits{chunkRows: 1 << 20, chunkBytes: 1 << 30, chunkCells: 1 << 30, budget: 2000, streams: 64}},
-		{name: "out of streams", limits: flushLimits{chunkRows: 5, chunkBytes: 1 << 30, chunkCells: 1 << 30, budget: 1500, streams: 1}},
-		{name: "partition held", limits: flushLimits{chunkRows: 7, chunkBytes: 1 << 30, chunkCells: 1 << 30, budget: 1500, streams: 64}, hold: "p1"},
+		{name: "tiny chunks", limits: flushLimits{chunkRows: 7, chunkBytes: 1 << 30, chunkCells: 1 << 30, budget: 1 << 30, streams: 64, commits: 4}},
+		{name: "chunk bytes", limits: flushLimits{chunkRows: 1 << 20, chunkBytes: 300, chunkCells: 1 << 30, budget: 1 << 30, streams: 64, commits: 4}},
+		{name: "chunk cells", limits: flushLimits{chunkRows: 1 << 20, chunkBytes: 1 << 30, chunkCells: 40, budget: 1 << 30, streams: 64, commits: 4}},
+		{name: "budget spills", limits: flushLimits{chunkRows: 1 << 20, chunkBytes: 1 << 30, chunkCells: 1 << 30, budget: 2000, streams: 64, commits: 4}},
+		{name: "out of streams", limits: flushLimits{chunkRows: 5, chunkBytes: 1 << 30, chunkCells: 1 << 30, budget: 1500, streams: 1, commits: 1}},
+		{name: "partition held", limits: flushLimits{chunkRows: 7, chunkBytes: 1 << 30, chunkCells: 1 << 30, budget: 1500, streams: 64, commits: 4}, hold: "p1"},
 	}
 	const parts, requests, perRequest = 4, 12, 9
 	for _, tc := range cases {
@@ -135,7 +135,7 @@ func TestFlushRecyclesStringBuffers(t *testing.T) {
 	ctx := context.Background()
 	c := openTest(t, t.TempDir())
 	defer c.Close(ctx)
-	c.limits = flushLimits{chunkRows: 10, chunkBytes: 1 << 30, chunkCells: 1 << 30, budget: 1 << 30, streams: 64}
+	c.limits = flushLimits{chunkRows: 10, chunkBytes: 1 << 30, chunkCells: 1 << 30, budget: 1 << 30, streams: 64, commits: 4}
 	next := 0
 	for round := range 2 {
 		for range 5 {

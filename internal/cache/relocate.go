@@ -52,7 +52,7 @@ func (g *generation) movedFiles(from string) ([]FileInfo, error) {
 	if snap == nil {
 		return nil, nil
 	}
-	files, err := g.readFiles(movedIO{g: g, from: from}, snap, false)
+	files, err := g.readFiles(movedIO{g: g, from: from}, snap)
 	if err != nil {
 		return nil, err
 	}

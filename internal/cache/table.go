@@ -237,7 +237,7 @@ func (g *generation) reload(ctx context.Context) error {
 	if snap == nil {
 		return nil
 	}
-	files, err := g.dataFiles(ctx, snap, false)
+	files, err := g.dataFiles(ctx, snap)
 	if err != nil {
 		return err
 	}
@@ -258,20 +258,18 @@ func sortFiles(files []FileInfo) {
 	})
 }
 
-// dataFiles lists the live data files of snap; with onlyAdded, only those the snapshot itself
-// added (read from the manifests that snapshot wrote), which keeps an append's cost
-// independent of how many files the table already has.
-func (g *generation) dataFiles(ctx context.Context, snap *table.Snapshot, onlyAdded bool) ([]FileInfo, error) {
+// dataFiles lists the live data files of snap.
+func (g *generation) dataFiles(ctx context.Context, snap *table.Snapshot) ([]FileInfo, error) {
 	fio, err := g.tbl.FS(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return g.readFiles(fio, snap, onlyAdded)
+	return g.readFiles(fio, snap)
 }
 
 // readFiles is dataFiles through fio.
-func (g *generation) readFiles(fio icebergio.IO, snap *table.Snapshot, onlyAdded bool) ([]FileInfo, error) {
-	dfs, err := g.readEntries(fio, snap, onlyAdded)
+func (g *generation) readFiles(fio icebergio.IO, snap *table.Snapshot) ([]FileInfo, error) {
+	dfs, err := g.readEntries(fio, snap)
 	out := make([]FileInfo, len(dfs))
 	for i, df := range dfs {
 		out[i] = fileInfo(df)
@@ -280,7 +278,7 @@ func (g *generation) readFiles(fio icebergio.IO, snap *table.Snapshot, onlyAdded
 }
 
 // readEntries is readFiles' DataFiles, as the manifests hold them.
-func (g *generation) readEntries(fio icebergio.IO, snap *table.Snapshot, onlyAdded bool) ([]iceberg.DataFile, error) {
+func (g *generation) readEntries(fio icebergio.IO, snap *table.Snapshot) ([]iceberg.DataFile, error) {
 	mfs, err := snap.Manifests(fio)
 	if err != nil {
 		return nil, fmt.Errorf("table %v: read manifest list: %w", g.ident, err)
@@ -290,17 +288,11 @@ func (g *generation) readEntries(fio icebergio.IO, snap *table.Snapshot, onlyAdd
 		if mf.ManifestContent() != iceberg.ManifestContentData {
 			return nil, fmt.Errorf("table %v: unexpected delete manifest %s", g.ident, mf.FilePath())
 		}
-		if onlyAdded && (mf.SnapshotID() != snap.SnapshotID || !mf.HasAddedFiles()) {
-			continue
-		}
 		entries, err := mf.FetchEntries(fio, true)
 		if err != nil {
 			return nil, fmt.Errorf("table %v: read manifest %s: %w", g.ident, mf.FilePath(), err)
 		}
 		for _, e := range entries {
-			if onlyAdded && (e.Status() != iceberg.EntryStatusADDED || e.SnapshotID() != snap.SnapshotID) {
-				continue
-			}
 			df := e.DataFile()
 			if df.ContentType() != iceberg.EntryContentData {
 				return nil, fmt.Errorf("table %v: unexpected delete file %s", g.ident, df.FilePath())
@@ -359,24 +351,23 @@ func (g *generation) append(ctx context.Context, rec arrow.RecordBatch, maxSeq i
 	}
 	defer rdr.Release()
 	tx := g.tbl.NewTransaction()
-	if err := w.append(ctx, tx, rdr); err != nil {
+	added, err := w.append(ctx, tx, rdr)
+	if err != nil {
 		return fmt.Errorf("table %v: append: %w", g.ident, err)
 	}
-	return g.commitAppend(ctx, tx, maxSeq)
+	return g.commitAppend(ctx, tx, added, maxSeq)
 }
 
-// commitAppend commits tx, which appended the rows through maxSeq, with the new max seq.
-func (g *generation) commitAppend(ctx context.Context, tx *table.Transaction, maxSeq int64) error {
+// commitAppend commits tx, which added the files added holding the rows through maxSeq,
+// with the new max seq. The file index takes added as the append described them, which is
+// what the commit's manifest holds: reading that back cost a new partition's first commit
+// a tenth of its time.
+func (g *generation) commitAppend(ctx context.Context, tx *table.Transaction, added []FileInfo, maxSeq int64) error {
 	if err := tx.SetProperties(iceberg.Properties{propMaxSeq: strconv.FormatInt(maxSeq, 10)}); err != nil {
 		return fmt.Errorf("table %v: set max seq: %w", g.ident, err)
 	}
 	if err := g.commit(ctx, tx); err != nil {
 		return fmt.Errorf("table %v: commit append: %w", g.ident, err)
-	}
-	added, err := g.dataFiles(ctx, g.tbl.CurrentSnapshot(), true)
-	if err != nil {
-		// The commit is durable; only the in-memory index is stale. Rebuild it whole.
-		return g.reload(ctx)
 	}
 	g.maxSeq = maxSeq
 	g.files = append(g.files, added...)

@@ -251,7 +251,10 @@ func (ts *tableSet) dataset(name string) *dataset {
 	return d
 }
 
-// partition returns the partition named name, registering it (directory and record) if new.
+// partition returns the partition named name, registering it (its directory) if new. Its
+// record (partition.json) is written with its first table (createFirstGeneration): a flush
+// registers partitions one after another as it reads the log, but commits them in
+// parallel, and a directory without a record is skipped at load, as one never committed to.
 func (ts *tableSet) partition(ds *dataset, name string) (*Partition, error) {
 	ts.mu.RLock()
 	p := ds.parts[name]
@@ -272,16 +275,18 @@ func (ts *tableSet) partition(ds *dataset, name string) (*Partition, error) {
 	if err := fsutil.MkdirAllSync(pdir); err != nil {
 		return nil, err
 	}
-	b, _ := json.Marshal(partitionRecord{Dataset: ds.name, Partition: name})
-	if err := fsutil.WriteFileAtomic(filepath.Join(pdir, partitionFile), b, 0o600); err != nil {
-		return nil, err
-	}
 	p = &Partition{Dataset: ds.name, name: name, dir: pdir}
 	ds.parts[name] = p
 	return p, nil
 }
 
+// createFirstGeneration writes p's record, then creates its first table, which becomes
+// current.
 func (ts *tableSet) createFirstGeneration(ctx context.Context, p *Partition, cols []*colBuilder) (*generation, error) {
+	b, _ := json.Marshal(partitionRecord{Dataset: p.Dataset, Partition: p.name})
+	if err := fsutil.WriteFileAtomic(filepath.Join(p.dir, partitionFile), b, 0o600); err != nil {
+		return nil, fmt.Errorf("partition %s/%s: %w", p.Dataset, p.name, err)
+	}
 	uc := make([]Column, len(cols))
 	for i, c := range cols {
 		uc[i] = c.Column
