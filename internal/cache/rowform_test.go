@@ -138,7 +138,7 @@ func TestIngestAllocatesPerRequestNotPerRow(t *testing.T) {
 
 // TestIngestRowGroups stores groups framed with BeginRow and EndRow in one buffer: each
 // partition gets its rows in order, two groups of one source are merged without writing
-// over the caller's buffer, a source that is not valid files its rows under "unknown", and
+// over the caller's buffer (in the next request too, whose merge reuses the pooled body), a source that is not valid files its rows under "unknown", and
 // a group whose count does not match its framing is refused.
 func TestIngestRowGroups(t *testing.T) {
 	ctx := context.Background()
@@ -173,10 +173,18 @@ func TestIngestRowGroups(t *testing.T) {
 	if string(before) != string(buf) {
 		t.Fatal("IngestRowGroups wrote over the caller's buffer")
 	}
+	// A second request merging its first partition's groups gets the body the first
+	// request's merge handed back to the pool, with none of that request's rows in it.
+	buf, groups = nil, nil
+	add("b", 1)
+	add("b", 2)
+	if res, err := c.IngestRowGroups("logs", groups); err != nil || res.Accepted != 3 {
+		t.Fatalf("second IngestRowGroups = %+v, %v", res, err)
+	}
 	if err := c.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for part, want := range map[string]string{"source=a": "[0 1 3 4 5]", "source=b": "[2]", "source=unknown": "[6]"} {
+	for part, want := range map[string]string{"source=a": "[0 1 3 4 5]", "source=b": "[2 7 8 9]", "source=unknown": "[6]"} {
 		var got []string
 		for _, r := range scanJSON(t, c, "logs", part) {
 			got = append(got, fmt.Sprint(r["i"]))

@@ -170,3 +170,39 @@ func TestMeterCoversWhatADecodeAllocates(t *testing.T) {
 		})
 	}
 }
+
+// TestChunksFollowTheRows decodes requests whose rows outgrow the first chunk (a resource
+// every row repeats, or JSON bodies about the size of their rows): the chunks after the
+// first are sized for the rows still to come, so what the Batch holds stays near what the
+// rows take instead of a mostly empty chunkBytes chunk per request.
+func TestChunksFollowTheRows(t *testing.T) {
+	cases := []struct {
+		name string
+		sig  Signal
+		ct   string
+		body []byte
+	}{
+		{"logs wide resource", Logs, "application/x-protobuf", wideResource(t, Logs, 1000, 512)},
+		{"traces wide resource", Traces, "application/x-protobuf", wideResource(t, Traces, 1000, 512)},
+		{"metrics wide resource", Metrics, "application/x-protobuf", wideResource(t, Metrics, 1000, 512)},
+		{"bench logs json", Logs, "application/json", benchLogs(t).json},
+		{"bench logs proto", Logs, "application/x-protobuf", benchLogs(t).proto},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var b Batch
+			if err := b.Decode(tc.sig, tc.ct, tc.body); err != nil {
+				t.Fatal(err)
+			}
+			used, held := 0, 0
+			for _, c := range b.chunks {
+				used, held = used+len(c), held+cap(c)
+			}
+			// The first chunk is sized by the body alone; the rest by the rows.
+			first := max(len(tc.body)*2+512, minFirstChunk)
+			if limit := first + used + used/4; held > limit {
+				t.Errorf("%d rows in %d bytes of %d chunks holding %d bytes, want at most %d", len(b.Rows), used, len(b.chunks), held, limit)
+			}
+		})
+	}
+}

@@ -29,13 +29,18 @@ type rowWriter struct {
 	charged                    int      // the open chunk's capacity as charged to the meter
 	spare                      [][]byte // the Batch's kept chunks not yet used
 	rowAt                      int      // where the open row's frame starts
+	total                      int      // the rows the request makes, for sizing chunks
 	rows                       []Row
 	groups                     []cache.RowGroup
 }
 
-// chunkBytes is the size of the chunks rows are written in past the first: large
-// enough that the rows of most requests make one group per source for the cache
-// to log as it is, small enough that the last chunk's slack is no concern.
+// chunkBytes bounds the chunks rows are written in past the first: large enough
+// that the rows of most requests make one group per source for the cache to log
+// as it is. A chunk past the first is sized for the rows still to come at the
+// size of those written so far, up to chunkBytes: a request whose rows only just
+// outgrow the first chunk (OTLP/JSON bodies about the size of their rows) took a
+// mostly empty 4 MiB chunk each, too large for its Batch to keep, which was most
+// of what the JSON path allocated and most of the daemon's heap under its load.
 const chunkBytes = 4 << 20
 
 // minFirstChunk is the least the first chunk is given, so that a small request's
@@ -52,7 +57,7 @@ const rowSlack = 1 << 10
 // row is written: it is bounded by that row, hence by the body.
 func (a *arena) write(b *Batch, sig Signal, sizeHint int) {
 	n := a.records(sig)
-	rw := rowWriter{a: a, b: b, offs: a.offs[:0], rows: b.Rows[:0], groups: b.Groups[:0], spare: b.chunks}
+	rw := rowWriter{a: a, b: b, offs: a.offs[:0], total: n, rows: b.Rows[:0], groups: b.Groups[:0], spare: b.chunks}
 	if cap(rw.rows) < n {
 		a.charge(n * int(unsafe.Sizeof(Row{})))
 		rw.rows = make([]Row, 0, n)
@@ -92,7 +97,9 @@ func (a *arena) write(b *Batch, sig Signal, sizeHint int) {
 // first: a kept chunk is memory the request holds while it lasts, too.
 func (rw *rowWriter) nextChunk(need int) {
 	first := rw.w.b == nil
+	size := need // the first chunk is sized by the hint
 	if !first {
+		size = max(need, min(rw.restBytes(), chunkBytes))
 		rw.seal()
 	}
 	var c []byte
@@ -105,10 +112,6 @@ func (rw *rowWriter) nextChunk(need int) {
 		rw.spare = rw.spare[1:]
 	}
 	if c == nil {
-		size := need // the first chunk is sized by the hint
-		if !first {
-			size = max(need, chunkBytes)
-		}
 		rw.a.charge(size)
 		c = make([]byte, 0, size)
 	} else {
@@ -118,6 +121,18 @@ func (rw *rowWriter) nextChunk(need int) {
 	rw.charged = cap(c)
 	rw.chunkRow = len(rw.rows)
 	rw.offs = rw.offs[:0]
+}
+
+// restBytes estimates what the rows not yet written take, at the open chunk's
+// bytes a row with an eighth more, plus rowSlack for the row about to begin.
+func (rw *rowWriter) restBytes() int {
+	done := len(rw.rows) - rw.chunkRow
+	if done == 0 {
+		return chunkBytes
+	}
+	rest := rw.total - len(rw.rows)
+	perRow := len(rw.w.b)/done + 1
+	return rest*perRow + rest*perRow/8 + rowSlack
 }
 
 // seal frames the open chunk's rows: each as a cache.RowGroup's body frames it,
