@@ -22,15 +22,11 @@ import (
 // it in the file, decoded by its Iceberg type (types, by field id). It returns the field
 // ids of the columns that hold a non-null value but lack a lower or an upper bound.
 func BoundsHold(path string, lower, upper map[int][]byte, types map[int]string) (unbounded []int, err error) {
-	pf, err := file.OpenParquetFile(path, false)
+	pf, fr, err := openParquet(path)
 	if err != nil {
 		return nil, err
 	}
 	defer pf.Close()
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
-	if err != nil {
-		return nil, err
-	}
 	tbl, err := fr.ReadTable(context.Background())
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
@@ -148,15 +144,11 @@ func boolInt(b bool) int {
 // the columns one of whose chunks holds a value but has no min and max. Only flat schemas
 // (one leaf per top-level column), as hyp writes them, are read.
 func FooterHolds(path string) (unstated []string, err error) {
-	pf, err := file.OpenParquetFile(path, false)
+	pf, fr, err := openParquet(path)
 	if err != nil {
 		return nil, err
 	}
 	defer pf.Close()
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
-	if err != nil {
-		return nil, err
-	}
 	md := pf.MetaData()
 	if n := md.Schema.NumColumns(); n != md.Schema.Root().NumFields() {
 		return nil, fmt.Errorf("%s: %d leaf columns under %d top-level ones: nested schemas are not read", path, n, md.Schema.Root().NumFields())
@@ -251,4 +243,18 @@ func compareStat(typ string, stat, v []byte) int {
 		return cmpNum(math.Float64frombits(le.Uint64(stat)), math.Float64frombits(le.Uint64(v)))
 	}
 	return compare(typ, stat, v)
+}
+
+// openParquet opens path with arrow-go's Parquet reader; the caller closes the first result.
+func openParquet(path string) (*file.Reader, *pqarrow.FileReader, error) {
+	pf, err := file.OpenParquetFile(path, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	if err != nil {
+		pf.Close()
+		return nil, nil, err
+	}
+	return pf, fr, nil
 }
