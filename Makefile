@@ -27,13 +27,14 @@ SYSTEMD_DIR ?= /lib/systemd/system
 # modules in PATCHED_MODULES by copies patched with patches/NAME.patch, which keep their
 # heavy set-up out of every process start (iceberg-go's Substrait catalogue: 32 MB and
 # 0.1-0.4 s before main; arrow-go's compute registry: ~5 MiB of code paged in). A plain
-# `go build` still works, without them. A patch must apply exactly: after an upgrade of its
-# module, redo it or drop it. grpcnotrace keeps gRPC (linked only for types, by arrow-go and
+# `go build -tags=duckdb_arrow` still works, without the patches. A patch must apply exactly: after an upgrade of its
+# module, redo it or drop it. duckdb_arrow gives duckdb-go's Arrow interface, which sinks'
+# transforms (internal/transform) run on: without it hyp does not build. grpcnotrace keeps gRPC (linked only for types, by arrow-go and
 # gocloud) from importing x/net/trace, whose html/template makes the linker keep every
 # exported method of every type: 20 MB of the binary.
 PATCHED_MODULES := iceberg-go=github.com/apache/iceberg-go arrow-go=github.com/apache/arrow-go/v18
 BUILD_MOD := bin/mod/go.mod
-HYP_GOFLAGS = -modfile=$(CURDIR)/$(BUILD_MOD) -tags=grpcnotrace
+HYP_GOFLAGS = -modfile=$(CURDIR)/$(BUILD_MOD) -tags=grpcnotrace,duckdb_arrow
 # go test and go vet, and the `go build` of cmd/hyp's end-to-end tests, get them from GOFLAGS.
 HYPGO = GOFLAGS="$$($(GO) env GOFLAGS) $(HYP_GOFLAGS)" $(GO)
 # The shipped binary is stripped, and leaves DuckDB's C++ symbols out of the dynamic symbol
