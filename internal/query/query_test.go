@@ -447,6 +447,37 @@ func TestStatementLexing(t *testing.T) {
 	}
 }
 
+// TestReadStatement: the guard's verdict from the text alone takes what Run takes as a read
+// and refuses what it refuses, EXPLAIN included (it never returns rows).
+func TestReadStatement(t *testing.T) {
+	for _, sql := range writeStatements("/x/out.csv", "/x/cache.parquet", "/x") {
+		if n, verb, read := ReadStatement(sql); read {
+			t.Errorf("%q: read (%d statements, verb %q), want refused", sql, n, verb)
+		}
+	}
+	cases := []struct {
+		sql        string
+		statements int
+		verb       string
+		read       bool
+	}{
+		{"SELECT 1", 1, "SELECT", true},
+		{"from rows where x;", 1, "FROM", true},
+		{"WITH a AS (SELECT 1) SELECT * FROM a", 1, "SELECT", true},
+		{"(SELECT 1)", 1, "(", true},
+		{"EXPLAIN SELECT 1", 1, "EXPLAIN", false},
+		{"PRAGMA show_tables", 1, "PRAGMA", false},
+		{"SELECT 1; SELECT 2", 2, "", false},
+		{" -- nothing", 0, "", false},
+	}
+	for _, tc := range cases {
+		n, verb, read := ReadStatement(tc.sql)
+		if n != tc.statements || verb != tc.verb || read != tc.read {
+			t.Errorf("%q: (%d, %q, %v), want (%d, %q, %v)", tc.sql, n, verb, read, tc.statements, tc.verb, tc.read)
+		}
+	}
+}
+
 // writeStatements are statements that would write, attach, configure or run more than one
 // statement: target is a file they would create, cacheFile one they would overwrite, dir
 // a directory they would fill.

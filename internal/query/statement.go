@@ -149,6 +149,24 @@ func verbAfterWith(toks []token) token {
 	return toks[0]
 }
 
+// ReadStatement is the read-only guard's verdict on sql from its text alone, for callers
+// that have DuckDB parse sql themselves instead of preparing it here (sinks' transforms, which
+// read DuckDB's syntax tree): how many statements sql holds and, when it is one, its verb
+// upper-cased (the word after a WITH clause; "(" for a parenthesized query) and whether
+// prepareReadOnly would take that verb as a read. EXPLAIN is not one here: it returns a plan,
+// never the rows, and its ANALYZE form runs what it explains.
+func ReadStatement(sql string) (statements int, verb string, read bool) {
+	toks := lex(sql)
+	if statements = countStatements(toks); statements != 1 {
+		return statements, "", false
+	}
+	v := toks[0]
+	if isWord(v, "WITH") {
+		v = verbAfterWith(toks)
+	}
+	return 1, strings.ToUpper(v.text), checkVerb(toks, false) == nil
+}
+
 // statementVerbs are the words that can follow a WITH clause.
 var statementVerbs = map[string]bool{
 	"SELECT": true, "VALUES": true, "FROM": true, "TABLE": true, "PIVOT": true, "UNPIVOT": true,
