@@ -16,6 +16,7 @@ import (
 	"github.com/hyp-project/hyp/internal/control"
 	"github.com/hyp-project/hyp/internal/home"
 	"github.com/hyp-project/hyp/internal/node"
+	"github.com/hyp-project/hyp/internal/sink"
 )
 
 func (g *globals) resolve() (string, error) { return home.Resolve(g.home) }
@@ -31,7 +32,7 @@ func (g *globals) load(path string) (dir string, cfg *config.Config, err error) 
 }
 
 func loadConfig(dir, path string) (*config.Config, error) {
-	cfg, err := config.Load(dir, path)
+	cfg, err := config.Load(dir, path, sink.Checks())
 	if err != nil {
 		return nil, usageError{err}
 	}

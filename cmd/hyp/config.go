@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hyp-project/hyp/internal/config"
+	"github.com/hyp-project/hyp/internal/sink"
 )
 
 func configCmd(g *globals) *cobra.Command {
@@ -27,7 +28,7 @@ func configValidateCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r := config.CheckFile(dir, cfgPath)
+			r := config.CheckFile(dir, cfgPath, sink.Checks())
 			if asJSON {
 				if err := printJSON(os.Stdout, r); err != nil {
 					return err

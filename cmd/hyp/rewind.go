@@ -103,6 +103,9 @@ func printRewind(res sink.RewindResult, refused bool) {
 		switch {
 		case c.RowsToExport > 0 || c.ToSeq < c.FromSeq:
 			fmt.Printf(", %d rows to export", c.RowsToExport)
+			if c.RowsKept != nil {
+				fmt.Printf(" (%d kept by its transform)", *c.RowsKept)
+			}
 		case c.RowsToSkip > 0:
 			fmt.Printf(", %d rows skipped", c.RowsToSkip)
 		}

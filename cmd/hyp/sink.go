@@ -19,7 +19,7 @@ import (
 
 func sinkCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "sink", Short: "Configured sinks"}
-	cmd.AddCommand(sinkListCmd(g), sinkStatusCmd(g), sinkRunCmd(g), sinkRewindCmd(g), sinkMaintainCmd(g))
+	cmd.AddCommand(sinkListCmd(g), sinkStatusCmd(g), sinkRunCmd(g), sinkRewindCmd(g), sinkMaintainCmd(g), sinkPreviewCmd(g))
 	return cmd
 }
 
@@ -106,6 +106,63 @@ func sinkStatusCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
+func sinkPreviewCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	req := sink.PreviewRequest{Limit: sink.DefaultPreviewRows}
+	cmd := &cobra.Command{
+		Use:   "preview INSTANCE",
+		Short: "The newest rows of each partition as the sink would export them (its transform), moving nothing",
+		Args:  args(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			if req.Limit <= 0 {
+				return usagef("--limit must be greater than 0, got %d", req.Limit)
+			}
+			req.Instance = a[0]
+			res, err := nodeCall(cmd, g, func(ctx context.Context, api control.API) (sink.PreviewResult, error) {
+				return api.PreviewSink(ctx, req)
+			})
+			if errors.Is(err, sink.ErrUnknownSink) {
+				return usageError{err}
+			}
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(os.Stdout, res)
+			}
+			printPreview(res)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&req.Dataset, "dataset", "", "only this dataset")
+	cmd.Flags().IntVar(&req.Limit, "limit", sink.DefaultPreviewRows, "newest rows to read per partition")
+	jsonFlag(cmd, &asJSON)
+	return cmd
+}
+
+// printPreview prints each partition's shaped rows as the JSON lines a sink's NDJSON body
+// would carry, under a line saying how many of the rows read its transform kept.
+func printPreview(res sink.PreviewResult) {
+	if res.Transform == "" {
+		fmt.Printf("%s has no transform: rows are exported as cached\n", res.Instance)
+	} else {
+		fmt.Printf("%s transform: %s\n", res.Instance, res.Transform)
+	}
+	if len(res.Partitions) == 0 {
+		fmt.Println("no rows cached for it yet")
+	}
+	for _, p := range res.Partitions {
+		note := ""
+		if p.Withheld {
+			note = " (withheld: the sink exports none of them)"
+		}
+		fmt.Printf("\n# %s %s: %d of the newest %d rows kept%s\n", p.Dataset, p.Partition, p.RowsKept, p.RowsRead, note)
+		for _, r := range p.Rows {
+			fmt.Printf("%s\n", r)
+		}
+	}
+}
+
 func printSinkStatus(res []sink.InstanceStatus) {
 	for i, is := range res {
 		if i > 0 {
@@ -153,6 +210,9 @@ func partitionNotes(p sink.PartitionStatus) string {
 	}
 	if p.WithheldRows > 0 {
 		notes = append(notes, fmt.Sprintf("%d rows skipped by withhold", p.WithheldRows))
+	}
+	if p.FilteredRows > 0 {
+		notes = append(notes, fmt.Sprintf("%d rows dropped by its transform", p.FilteredRows))
 	}
 	if len(p.Gaps) > 0 {
 		notes = append(notes, fmt.Sprintf("%d gaps", len(p.Gaps)))

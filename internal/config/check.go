@@ -17,9 +17,11 @@ type Report struct {
 // CheckFile reads the file Load would read for path, expanding ${NAME} from the process
 // environment, and reports every problem in it. A missing <home>/hyp.yaml is valid (it
 // means the defaults); a path named explicitly that cannot be read is a problem.
-func CheckFile(home, path string) Report { return checkFile(home, path, os.LookupEnv) }
+func CheckFile(home, path string, ch Checks) Report {
+	return checkFile(home, path, os.LookupEnv, ch)
+}
 
-func checkFile(home, path string, env Env) Report {
+func checkFile(home, path string, env Env, ch Checks) Report {
 	name, data, err := read(home, path)
 	r := Report{File: name, Found: data != nil, Problems: []Problem{}}
 	var pe *fs.PathError
@@ -29,7 +31,7 @@ func checkFile(home, path string, env Env) Report {
 	case err != nil:
 		r.Problems = append(r.Problems, Problem{Message: err.Error()})
 	case data != nil:
-		if _, probs := check(home, data, env); probs != nil {
+		if _, probs := check(home, data, env, ch); probs != nil {
 			r.Problems = probs
 		}
 	}

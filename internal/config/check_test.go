@@ -24,7 +24,7 @@ sinks:
   archive: {type: blob, format: csv, destination: {type: local-fs, path: x}}
 memory_limit_bytes: lots
 `
-	_, err := parse(home, "hyp.yaml", []byte(yaml), env())
+	_, err := parse(home, "hyp.yaml", []byte(yaml), env(), Checks{})
 	var probs *Problems
 	if !errors.As(err, &probs) {
 		t.Fatalf("parse: %v, want *Problems", err)
@@ -81,13 +81,13 @@ func TestMerge(t *testing.T) {
 
 func TestCheckFile(t *testing.T) {
 	dir := t.TempDir()
-	r := checkFile(dir, "", env())
+	r := checkFile(dir, "", env(), Checks{})
 	if !r.Valid || r.Found || r.File != filepath.Join(dir, "hyp.yaml") || r.Problems == nil || r.Err() != nil {
 		t.Errorf("missing default file: %+v, want valid, not found", r)
 	}
 
 	missing := filepath.Join(dir, "other.yaml")
-	r = checkFile(dir, missing, env())
+	r = checkFile(dir, missing, env(), Checks{})
 	if r.Valid || r.Found || len(r.Problems) != 1 || r.Err() == nil || !strings.Contains(r.Err().Error(), missing+": cannot read it: no such file") {
 		t.Errorf("missing explicit file: %+v, %v", r, r.Err())
 	}
@@ -96,10 +96,10 @@ func TestCheckFile(t *testing.T) {
 	if err := os.WriteFile(good, []byte("ingest:\n  listen: ${H}:1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if r = checkFile(dir, good, env("H", "127.0.0.1")); !r.Valid || !r.Found || len(r.Problems) != 0 {
+	if r = checkFile(dir, good, env("H", "127.0.0.1"), Checks{}); !r.Valid || !r.Found || len(r.Problems) != 0 {
 		t.Errorf("good file: %+v", r)
 	}
-	if r = checkFile(dir, good, env()); r.Valid || len(r.Problems) != 1 || r.Problems[0].Key != "ingest.listen" {
+	if r = checkFile(dir, good, env(), Checks{}); r.Valid || len(r.Problems) != 1 || r.Problems[0].Key != "ingest.listen" {
 		t.Errorf("good file without its variable: %+v", r)
 	}
 
@@ -107,7 +107,7 @@ func TestCheckFile(t *testing.T) {
 	if err := os.WriteFile(empty, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if r = checkFile(dir, empty, env()); !r.Valid || !r.Found {
+	if r = checkFile(dir, empty, env(), Checks{}); !r.Valid || !r.Found {
 		t.Errorf("empty file: %+v, want valid and found", r)
 	}
 }

@@ -87,6 +87,10 @@ type Sink struct {
 	Datasets        []string    `yaml:"datasets"`    // empty means every dataset
 	WithholdSources []string    `yaml:"withhold_sources"`
 	TLS             *SinkTLS    `yaml:"tls,omitempty"` // forward: nil means the defaults of https URLs
+	// Transform is a row-wise SQL SELECT over a unit's rows (the relation rows) whose
+	// result the sink exports instead of the rows as cached; empty means none. Load checks
+	// its syntax only through Checks.Transform: config cannot run SQL itself.
+	Transform string `yaml:"transform,omitempty"`
 
 	Catalog     Catalog   `yaml:"catalog"`
 	Warehouse   string    `yaml:"warehouse"`    // s3://bucket/prefix, or a local path (absolute after loading)
@@ -177,9 +181,19 @@ func Default(home string) *Config {
 // environment. With path "" it reads <home>/hyp.yaml, and a missing file there means the
 // defaults; a path the caller names explicitly must exist. A file with problems gives a
 // *Problems naming every one.
-func Load(home, path string) (*Config, error) { return load(home, path, os.LookupEnv) }
+func Load(home, path string, ch Checks) (*Config, error) {
+	return load(home, path, os.LookupEnv, ch)
+}
 
-func load(home, path string, env Env) (*Config, error) {
+// Checks are the checks of values that config cannot make itself, because they need a
+// package above it (a sink's transform needs the SQL engine, which sits above config). A
+// nil check is skipped.
+type Checks struct {
+	// Transform reports what is wrong with a sink's transform SQL, or nil.
+	Transform func(sql string) error
+}
+
+func load(home, path string, env Env, ch Checks) (*Config, error) {
 	name, data, err := read(home, path)
 	switch {
 	case err != nil:
@@ -187,7 +201,7 @@ func load(home, path string, env Env) (*Config, error) {
 	case data == nil:
 		return Default(home), nil
 	}
-	cfg, err := parse(home, name, data, env)
+	cfg, err := parse(home, name, data, env, ch)
 	if cfg != nil && path != "" {
 		cfg.File = path
 	}
@@ -214,9 +228,9 @@ func read(home, path string) (string, []byte, error) {
 }
 
 // Parse parses hyp.yaml contents over the defaults for home, expanding ${NAME} from the
-// process environment, and validates the result. Its error is a *Problems.
+// process environment, and validates the result, without Checks. Its error is a *Problems.
 func Parse(home string, data []byte) (*Config, error) {
-	return parse(home, "hyp.yaml", data, os.LookupEnv)
+	return parse(home, "hyp.yaml", data, os.LookupEnv, Checks{})
 }
 
 // RetentionFor returns how long rows of dataset are kept: its
@@ -229,8 +243,8 @@ func (c *Config) RetentionFor(dataset string) time.Duration {
 }
 
 // parse is Parse with the file name used in messages and the environment to expand from.
-func parse(home, name string, data []byte, env Env) (*Config, error) {
-	cfg, probs := check(home, data, env)
+func parse(home, name string, data []byte, env Env, ch Checks) (*Config, error) {
+	cfg, probs := check(home, data, env, ch)
 	if len(probs) > 0 {
 		return nil, &Problems{File: name, List: probs}
 	}
@@ -242,15 +256,15 @@ func parse(home, name string, data []byte, env Env) (*Config, error) {
 // validation says of everything that did decode. A problem quotes what the file says, and
 // the file may hold a password where it does not belong or in a form a check refuses, so
 // every key and message is redacted here, once (SPEC 9.8).
-func check(home string, data []byte, env Env) (*Config, []Problem) {
-	cfg, probs := checkTree(home, data, env)
+func check(home string, data []byte, env Env, ch Checks) (*Config, []Problem) {
+	cfg, probs := checkTree(home, data, env, ch)
 	for i := range probs {
 		probs[i].Key, probs[i].Message = redact.String(probs[i].Key), redact.String(probs[i].Message)
 	}
 	return cfg, probs
 }
 
-func checkTree(home string, data []byte, env Env) (*Config, []Problem) {
+func checkTree(home string, data []byte, env Env, ch Checks) (*Config, []Problem) {
 	cfg := Default(home)
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var root yaml.Node
@@ -307,6 +321,7 @@ func checkTree(home string, data []byte, env Env) (*Config, []Problem) {
 	probs = append(probs, resolveServer(home, &cfg.Server, keys.given)...)
 	probs = append(probs, tlsProblems(home, cfg)...)
 	probs = append(probs, validate(cfg)...)
+	probs = append(probs, checkTransforms(cfg, ch)...)
 	probs = append(probs, validateServer(cfg.Server)...)
 	all := merge(fileProbs, expandProbs, decodeProbs, keys.problems(probs))
 	if len(all) > 0 {

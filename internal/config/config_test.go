@@ -46,7 +46,7 @@ func TestDefault(t *testing.T) {
 func TestLoad(t *testing.T) {
 	dir := t.TempDir()
 
-	c, err := Load(dir, "")
+	c, err := Load(dir, "", Checks{})
 	if err != nil {
 		t.Fatalf("Load without hyp.yaml: %v", err)
 	}
@@ -54,14 +54,14 @@ func TestLoad(t *testing.T) {
 		t.Errorf("Load without hyp.yaml = %+v, want defaults", c)
 	}
 
-	if _, err := Load(dir, filepath.Join(dir, "other.yaml")); err == nil {
+	if _, err := Load(dir, filepath.Join(dir, "other.yaml"), Checks{}); err == nil {
 		t.Error("Load of a missing explicit path succeeded")
 	}
 
 	if err := os.WriteFile(filepath.Join(dir, "hyp.yaml"), []byte("ingest:\n  listen: 127.0.0.1:9\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err = Load(dir, "")
+	c, err = Load(dir, "", Checks{})
 	if err != nil || c.Ingest.Listen != "127.0.0.1:9" {
 		t.Errorf("Load of <home>/hyp.yaml = %+v, %v", c, err)
 	}
@@ -70,7 +70,7 @@ func TestLoad(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("ingest:\n  lisen: x\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Load(dir, bad)
+	_, err = Load(dir, bad, Checks{})
 	if err == nil || !strings.Contains(err.Error(), bad+` line 2: unknown key "ingest.lisen"`) {
 		t.Errorf("Load of bad file: %v, want it to name the file, line and key", err)
 	}
@@ -432,7 +432,7 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("show: %v", err)
 		} else if out, err := s.YAML(); err != nil {
 			t.Fatalf("show: %v", err)
-		} else if _, err := parse(home, "shown.yaml", out, env()); err != nil {
+		} else if _, err := parse(home, "shown.yaml", out, env(), Checks{}); err != nil {
 			t.Fatalf("show output of an accepted config does not load: %v\n%s", err, out)
 		}
 		for name, s := range c.Sinks {

@@ -117,7 +117,7 @@ server:
       warehouse: s3://${BUCKET}/lake
 `
 	c, err := parse(home, "hyp.yaml", []byte(yaml), env("GW", "web-1", "PORT", "9000", "LOGS_KEEP", "7d",
-		"CENTRAL", "a", "SECRETS", "/etc/hyp", "NOISY", "test", "PGPASS", "p$w", "BUCKET", "bk"))
+		"CENTRAL", "a", "SECRETS", "/etc/hyp", "NOISY", "test", "PGPASS", "p$w", "BUCKET", "bk"), Checks{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestExpansionProblems(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := parse(home, "hyp.yaml", []byte(tt.yaml), env())
+			_, err := parse(home, "hyp.yaml", []byte(tt.yaml), env(), Checks{})
 			var probs *Problems
 			if !errors.As(err, &probs) {
 				t.Fatalf("parse: %v, want *Problems", err)

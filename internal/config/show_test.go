@@ -64,7 +64,7 @@ func TestShowLeavesOutOtherTypesKeys(t *testing.T) {
 // nothing it prints is lost or changed by loading it back.
 func requireFixpoint(t *testing.T, out []byte) *Config {
 	t.Helper()
-	back, err := parse(home, "shown.yaml", out, env())
+	back, err := parse(home, "shown.yaml", out, env(), Checks{})
 	if err != nil {
 		t.Fatalf("show output does not load: %v\n%s", err, out)
 	}
@@ -100,7 +100,7 @@ server:
     postgres: postgres://hyp:s3cret@db/hyp?password=other
     lake: {catalog: {type: sql, uri: "postgres://db/cat"}, warehouse: s3://b/l}
 `
-	c, err := parse(home, "hyp.yaml", []byte(yaml), env("PGPASS", "hunter2"))
+	c, err := parse(home, "hyp.yaml", []byte(yaml), env("PGPASS", "hunter2"), Checks{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -295,3 +295,19 @@ func checkHTTPURL(s string) error {
 	}
 	return nil
 }
+
+// checkTransforms runs ch.Transform over every sink's transform, so a refused one is a
+// problem of the file, with its line, before anything runs (SPEC 3).
+func checkTransforms(c *Config, ch Checks) []problem {
+	var probs []problem
+	for _, name := range slices.Sorted(maps.Keys(c.Sinks)) {
+		sql := c.Sinks[name].Transform
+		if sql == "" || ch.Transform == nil {
+			continue
+		}
+		if err := ch.Transform(sql); err != nil {
+			probs = append(probs, problemf("sinks."+name+".transform", "%v", err))
+		}
+	}
+	return probs
+}

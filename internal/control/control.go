@@ -37,6 +37,7 @@ type API interface {
 	Ingest(ctx context.Context, dataset, source string, body []byte) (cache.Result, error)
 	RunSinks(ctx context.Context, instance string) ([]sink.RunResult, error)
 	SinkStatus(ctx context.Context, instance string) ([]sink.InstanceStatus, error)
+	PreviewSink(ctx context.Context, req sink.PreviewRequest) (sink.PreviewResult, error)
 	Rewind(ctx context.Context, req sink.RewindRequest) (sink.RewindResult, error)
 	MaintainSinks(ctx context.Context, req sink.MaintainRequest) ([]sink.MaintainResult, error)
 }
@@ -66,6 +67,9 @@ func (l Local) RunSinks(ctx context.Context, instance string) ([]sink.RunResult,
 
 func (l Local) SinkStatus(ctx context.Context, instance string) ([]sink.InstanceStatus, error) {
 	return l.N.SinkStatus(ctx, instance)
+}
+func (l Local) PreviewSink(ctx context.Context, req sink.PreviewRequest) (sink.PreviewResult, error) {
+	return l.N.PreviewSink(ctx, req)
 }
 func (l Local) Rewind(ctx context.Context, req sink.RewindRequest) (sink.RewindResult, error) {
 	return l.N.Rewind(ctx, req)
@@ -189,6 +193,14 @@ func Handler(n *node.Node, ingest, srv http.Handler) http.Handler {
 			return
 		}
 		res, err := n.SinkStatus(r.Context(), req.Instance)
+		reply(w, res, err)
+	})
+	mux.HandleFunc("POST /v1/sinks/preview", func(w http.ResponseWriter, r *http.Request) {
+		var req sink.PreviewRequest
+		if !decode(w, r, &req) {
+			return
+		}
+		res, err := n.PreviewSink(r.Context(), req)
 		reply(w, res, err)
 	})
 	mux.HandleFunc("POST /v1/sinks/rewind", func(w http.ResponseWriter, r *http.Request) {
@@ -426,6 +438,12 @@ var (
 	// errNotFound is the daemon's plain 404: it serves no such path.
 	errNotFound = errors.New("not found")
 )
+
+func (c *Client) PreviewSink(ctx context.Context, req sink.PreviewRequest) (sink.PreviewResult, error) {
+	b, _ := json.Marshal(req)
+	var out sink.PreviewResult
+	return out, c.do(ctx, "POST", "/v1/sinks/preview", b, "application/json", &out)
+}
 
 func (c *Client) Rewind(ctx context.Context, req sink.RewindRequest) (sink.RewindResult, error) {
 	b, _ := json.Marshal(req)

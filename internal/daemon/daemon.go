@@ -401,7 +401,7 @@ func serve(ctx context.Context, dir string, cfg *config.Config, pub listener, lo
 			if tlsSrv != nil {
 				tlsSrv.Reload()
 			}
-			next, err := config.Load(dir, cfg.File)
+			next, err := config.Load(dir, cfg.File, sink.Checks())
 			if err != nil {
 				log.Error("config reload refused; keeping the running config", "err", err)
 				continue

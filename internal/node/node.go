@@ -90,7 +90,9 @@ func (n *Node) MaintainSinks(ctx context.Context, req sink.MaintainRequest) ([]s
 }
 
 // Close flushes and releases the writer lock.
-func (n *Node) Close(ctx context.Context) error { return n.Cache.Close(ctx) }
+func (n *Node) Close(ctx context.Context) error {
+	return errors.Join(n.Sinks.Close(), n.Cache.Close(ctx))
+}
 
 // Ingest implements the ingest store.
 func (n *Node) Ingest(dataset, source string, body []byte) (cache.Result, error) {
@@ -220,6 +222,15 @@ func (n *Node) Reload(cfg *config.Config) (applied, needRestart []string) {
 }
 
 // SinkStatus reports where sinks stand, after making every acknowledged row visible.
+// PreviewSink flushes, then shows a sink's newest rows as its transform shapes them,
+// moving nothing.
+func (n *Node) PreviewSink(ctx context.Context, req sink.PreviewRequest) (sink.PreviewResult, error) {
+	if err := n.Cache.Flush(ctx); err != nil {
+		return sink.PreviewResult{}, err
+	}
+	return n.Sinks.Preview(ctx, req)
+}
+
 func (n *Node) SinkStatus(ctx context.Context, instance string) ([]sink.InstanceStatus, error) {
 	if err := n.Cache.Flush(ctx); err != nil {
 		return nil, err

@@ -96,7 +96,7 @@ func TestBlobShipperEncodesRowsReadPlainly(t *testing.T) {
 	b := &blobShipper{dest: blob.NewLocalFS(root), format: blob.Parquet}
 	x := &instance{cache: c, ship: b}
 	p := Part{Dataset: testDataset, Partition: partition.Name("a")}
-	rows, err := x.read(ctx, p, 0, 1<<62, limits{rows: 1 << 62})
+	rows, err := x.read(ctx, p, 0, 1<<62, limits{rows: 1 << 62}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestBlobUnitDiscardedLeavesNoTempFile(t *testing.T) {
 
 	// Released unshipped, as when the intent's compare-and-set loses to a rewind.
 	x := &instance{cache: c, ship: b}
-	rows, err := x.readToShip(ctx, p, 0, 1<<62, limits{rows: 1 << 62})
+	rows, err := x.readToShip(ctx, p, 0, 1<<62, limits{rows: 1 << 62}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestBlobUnitDiscardedLeavesNoTempFile(t *testing.T) {
 	// The scan fails after the encoding began.
 	boom := errors.New("disk gone")
 	x = &instance{cache: &failingScan{Cache: c, after: 1, err: boom}, ship: b}
-	if _, err := x.readToShip(ctx, p, 0, 1<<62, limits{rows: 1 << 62}); !errors.Is(err, boom) {
+	if _, err := x.readToShip(ctx, p, 0, 1<<62, limits{rows: 1 << 62}, ""); !errors.Is(err, boom) {
 		t.Fatalf("read: %v, want %v", err, boom)
 	}
 	noTempFiles(t, root)

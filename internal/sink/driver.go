@@ -71,6 +71,8 @@ type Driver struct {
 	log   *slog.Logger
 	now   func() time.Time
 	lag   lagMemo
+	// transforms is the engine every sink's transform runs on, opened on first use.
+	transforms *runners
 	// afterLossIntent and beforeSettle are crash-test failpoints of a forced prune; nil
 	// unless HYP_FAILPOINT names them.
 	afterLossIntent, beforeSettle func()
@@ -97,12 +99,14 @@ type instance struct {
 	metrics      *metrics
 	hooks        hooks
 	broken       error // why the sink could not be built; it then exports nothing
+	transforms   *runners
 }
 
 type metrics struct {
 	exported *prometheus.CounterVec
 	failures *prometheus.CounterVec
 	withheld *prometheus.CounterVec
+	filtered *prometheus.CounterVec
 	unitStep *prometheus.HistogramVec
 	maintain *maintainMetrics
 	reg      prometheus.Registerer // for what a sink registers as it is built (its TLS reloads)
@@ -125,6 +129,7 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		exported: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hyp_sink_exported_rows_total", Help: "Rows a sink delivered to its destination."}, []string{"sink", "dataset"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hyp_sink_export_failures_total", Help: "Export units that failed or were quarantined."}, []string{"sink"}),
 		withheld: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hyp_sink_withheld_rows_total", Help: "Rows a sink skipped and advanced past because withhold_sources matched."}, []string{"sink", "dataset"}),
+		filtered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hyp_sink_filtered_rows_total", Help: "Rows a sink's transform dropped; they count as exported, as the watermark passed them."}, []string{"sink"}),
 		// A partition ships one unit at a time, so these steps add up to how fast it
 		// catches up: where a slow backlog's time goes.
 		unitStep: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "hyp_sink_unit_step_seconds",
@@ -133,9 +138,9 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		maintain: newMaintainMetrics(),
 		reg:      o.Registerer,
 	}
-	d := &Driver{store: watermark.Open(home.Sinks(o.Home), log, now), cache: o.Cache, log: log, now: now}
+	d := &Driver{store: watermark.Open(home.Sinks(o.Home), log, now), cache: o.Cache, log: log, now: now, transforms: &runners{}}
 	if o.Registerer != nil {
-		o.Registerer.MustRegister(m.exported, m.failures, m.withheld, m.unitStep, positionCollector{d}, forwardCollector{d})
+		o.Registerer.MustRegister(m.exported, m.failures, m.withheld, m.filtered, m.unitStep, positionCollector{d}, forwardCollector{d})
 		o.Registerer.MustRegister(m.maintain.collectors()...)
 	}
 	names := make([]string, 0, len(o.Sinks))
@@ -163,7 +168,7 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		x := &instance{
 			name: name, cfg: cfg, cache: o.Cache, store: d.store, gateway: gateway, incarnation: o.Incarnation, home: o.Home,
 			wake: make(chan struct{}, 1), maintainWake: make(chan struct{}, 1), sem: make(chan struct{}, 1),
-			log: log.With("sink", name), now: now, metrics: m, hooks: failpoints(&failpointHits),
+			log: log.With("sink", name), now: now, metrics: m, hooks: failpoints(&failpointHits), transforms: d.transforms,
 		}
 		x.live.Store(live)
 		if cfg.Type == "iceberg" {
@@ -177,6 +182,9 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 			x.broken = fmt.Errorf("sink %s: %w", name, conflict)
 		}
 		m.failures.WithLabelValues(name) // a healthy sink shows 0, not nothing
+		if cfg.Transform != "" {
+			m.filtered.WithLabelValues(name)
+		}
 		d.insts = append(d.insts, x)
 	}
 	return d, nil
@@ -195,6 +203,10 @@ func (d *Driver) Err() error {
 	}
 	return errors.Join(errs...)
 }
+
+// Close releases what the driver's sinks opened that outlives a tick (the transform
+// engine). The driver must not run after it.
+func (d *Driver) Close() error { return d.transforms.close() }
 
 // Store is the watermark store the driver writes through.
 func (d *Driver) Store() *watermark.Store { return d.store }

@@ -53,7 +53,8 @@ type limits struct {
 type readAhead struct {
 	until  int64
 	lim    limits
-	since  int64 // the since of the next unit on units
+	tf     string // the transform its units are shaped with
+	since  int64  // the since of the next unit on units
 	units  chan aheadUnit
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -65,10 +66,11 @@ type aheadUnit struct {
 	err  error
 }
 
-// startReadAhead starts reading p's units in (since, until] within lim for shipping.
-func (x *instance) startReadAhead(ctx context.Context, p Part, since, until int64, lim limits) *readAhead {
+// startReadAhead starts reading p's units in (since, until] within lim for shipping,
+// shaped by tf.
+func (x *instance) startReadAhead(ctx context.Context, p Part, since, until int64, lim limits, tf string) *readAhead {
 	ctx, cancel := context.WithCancel(ctx)
-	r := &readAhead{until: until, lim: lim, since: since, units: make(chan aheadUnit), cancel: cancel, done: make(chan struct{})}
+	r := &readAhead{until: until, lim: lim, tf: tf, since: since, units: make(chan aheadUnit), cancel: cancel, done: make(chan struct{})}
 	enc, _ := x.ship.(encodingShipper)
 	go func() {
 		defer close(r.done)
@@ -84,7 +86,7 @@ func (x *instance) startReadAhead(ctx context.Context, p Part, since, until int6
 				return ctx.Err()
 			}
 		}
-		err := x.cutUnits(ctx, p, since, until, lim, enc, func(u *unitRows) error {
+		err := x.cutUnits(ctx, p, since, until, lim, tf, enc, func(u *unitRows) error {
 			if u.rows == 0 {
 				u.release()
 				return nil
@@ -99,10 +101,16 @@ func (x *instance) startReadAhead(ctx context.Context, p Part, since, until int6
 }
 
 // cutUnits scans p's rows in (since, until] and hands emit each unit as it fills within
-// lim, then the last one however short (empty when there are no rows); emit owns the unit
-// it is given, and an error from it ends the scan and is returned.
-func (x *instance) cutUnits(ctx context.Context, p Part, since, until int64, lim limits, enc encodingShipper, emit func(*unitRows) error) error {
-	b := unitBuilder{u: &unitRows{}, lim: lim, enc: enc}
+// lim, then the last one however short (empty when there are no rows), its rows shaped by
+// the transform tf (none when empty); emit owns the unit it is given, and an error from it
+// ends the scan and is returned.
+func (x *instance) cutUnits(ctx context.Context, p Part, since, until int64, lim limits, tf string, enc encodingShipper, emit func(*unitRows) error) error {
+	newBuilder := func() unitBuilder {
+		return unitBuilder{u: &unitRows{transform: tf}, lim: lim, enc: enc, shape: func(rec arrow.RecordBatch) ([]arrow.RecordBatch, error) {
+			return x.shape(ctx, tf, rec)
+		}}
+	}
+	b := newBuilder()
 	_, err := x.cache.Scan(ctx, p.Dataset, p.Partition, since, until, func(rec arrow.RecordBatch) error {
 		if rec.NumRows() == 0 {
 			return nil
@@ -115,7 +123,7 @@ func (x *instance) cutUnits(ctx context.Context, p Part, since, until int64, lim
 				return err
 			}
 			unit := b.u
-			b = unitBuilder{u: &unitRows{}, lim: lim, enc: enc}
+			b = newBuilder()
 			unit.seal()
 			if err := emit(unit); err != nil {
 				return err
@@ -136,14 +144,15 @@ func (x *instance) cutUnits(ctx context.Context, p Part, since, until int64, lim
 	return emit(b.u)
 }
 
-// take returns the next unit read ahead if it is the read (since, until] within lim, and
+// take returns the next unit read ahead if it is the read (since, until] within lim shaped
+// by tf, and
 // nil otherwise (a failed read included: the caller reads again, and reports what that
 // read finds), in which case r is used up.
-func (r *readAhead) take(since, until int64, lim limits) *unitRows {
+func (r *readAhead) take(since, until int64, lim limits, tf string) *unitRows {
 	if r == nil {
 		return nil
 	}
-	if r.since != since || r.until != until || r.lim != lim {
+	if r.since != since || r.until != until || r.lim != lim || r.tf != tf {
 		r.discard()
 		return nil
 	}
@@ -177,6 +186,8 @@ func (r *readAhead) discard() {
 
 // unitRows is an export unit's rows as read from the cache: retained records until shipped,
 // or, for a shipper that encodes while reading (encodingShipper), the encoding under way.
+// With a transform, schema, recs and enc hold the shaped rows, while rows, first and last
+// still describe the unit as read from the cache.
 type unitRows struct {
 	schema *arrow.Schema
 	recs   []arrow.RecordBatch
@@ -184,7 +195,15 @@ type unitRows struct {
 	rows   int64
 	first  int64
 	last   int64
+	// transform is the SQL the rows were shaped with ("" for none); kept is how many rows
+	// it returned (rows without one), keptFirst and keptLast their seq bounds.
+	transform           string
+	kept                int64
+	keptFirst, keptLast int64
 }
+
+// filtered is how many of the unit's rows its transform dropped.
+func (u *unitRows) filtered() int64 { return u.rows - u.kept }
 
 // seal finishes a complete unit's encoding where it has a last step (sealer), so that
 // step too runs on the goroutine that read the unit: the read-ahead's, beside the unit in
@@ -266,23 +285,23 @@ type Part struct {
 
 var errStop = errors.New("unit full")
 
-// read collects the rows of p with seq in (since, until], stopping at lim. It opens only
-// the files and row groups that hold such rows.
-func (x *instance) read(ctx context.Context, p Part, since, until int64, lim limits) (*unitRows, error) {
-	return x.readInto(ctx, p, since, until, lim, nil)
+// read collects the rows of p with seq in (since, until], stopping at lim, shaped by tf.
+// It opens only the files and row groups that hold such rows.
+func (x *instance) read(ctx context.Context, p Part, since, until int64, lim limits, tf string) (*unitRows, error) {
+	return x.readInto(ctx, p, since, until, lim, tf, nil)
 }
 
 // readToShip is read for a unit that is to be shipped: a shipper that encodes while reading
 // gets the rows as they come.
-func (x *instance) readToShip(ctx context.Context, p Part, since, until int64, lim limits) (*unitRows, error) {
+func (x *instance) readToShip(ctx context.Context, p Part, since, until int64, lim limits, tf string) (*unitRows, error) {
 	enc, _ := x.ship.(encodingShipper)
-	return x.readInto(ctx, p, since, until, lim, enc)
+	return x.readInto(ctx, p, since, until, lim, tf, enc)
 }
 
 // readInto reads the first unit of p's rows in (since, until].
-func (x *instance) readInto(ctx context.Context, p Part, since, until int64, lim limits, enc encodingShipper) (*unitRows, error) {
+func (x *instance) readInto(ctx context.Context, p Part, since, until int64, lim limits, tf string, enc encodingShipper) (*unitRows, error) {
 	var first *unitRows
-	err := x.cutUnits(ctx, p, since, until, lim, enc, func(u *unitRows) error {
+	err := x.cutUnits(ctx, p, since, until, lim, tf, enc, func(u *unitRows) error {
 		first = u
 		return errStop
 	})
@@ -292,22 +311,20 @@ func (x *instance) readInto(ctx context.Context, p Part, since, until int64, lim
 	return first, nil
 }
 
-// unitBuilder collects one unit's rows, record by record in seq order, within lim; with an
-// encodingShipper it encodes them as they come.
+// unitBuilder collects one unit's rows, record by record in seq order, within lim, shaped
+// as they come; with an encodingShipper it encodes them as they come.
 type unitBuilder struct {
 	u     *unitRows
 	bytes int64
 	lim   limits
 	enc   encodingShipper
+	shape func(arrow.RecordBatch) ([]arrow.RecordBatch, error) // the unit's transform
 }
 
 // add takes the leading rows of rec that fit the unit and returns how many it took; full
 // means the unit takes no more rows (it took fewer than rec's, or reached lim.rows).
 func (b *unitBuilder) add(ctx context.Context, rec arrow.RecordBatch) (took int64, full bool, err error) {
 	u, n := b.u, rec.NumRows()
-	if u.schema == nil {
-		u.schema = rec.Schema()
-	}
 	per := recordBytes(rec) / max(n, 1)
 	take := n
 	if room := b.lim.rows - u.rows; take > room {
@@ -337,6 +354,47 @@ func (b *unitBuilder) add(ctx context.Context, rec arrow.RecordBatch) (took int6
 			u.first = seqs.Value(0)
 		}
 		u.last = seqs.Value(int(take) - 1)
+		out, err := b.shape(part)
+		part.Release()
+		if err != nil {
+			return 0, false, err
+		}
+		if err := b.keep(ctx, out); err != nil {
+			return 0, false, err
+		}
+		u.rows += take
+		b.bytes += per * take
+	}
+	return take, take < n || u.rows >= b.lim.rows, nil
+}
+
+// keep adds the shaped records out (owned by keep from here on) to the unit: to its
+// encoding, or to its records.
+func (b *unitBuilder) keep(ctx context.Context, out []arrow.RecordBatch) error {
+	u := b.u
+	defer func() {
+		for _, rec := range out {
+			if rec != nil {
+				rec.Release()
+			}
+		}
+	}()
+	for i, rec := range out {
+		if rec.NumRows() == 0 {
+			continue
+		}
+		seqs, err := seqColumn(rec)
+		if err != nil {
+			return err
+		}
+		if u.kept == 0 {
+			u.keptFirst = seqs.Value(0)
+		}
+		u.keptLast = seqs.Value(seqs.Len() - 1)
+		u.kept += rec.NumRows()
+		if u.schema == nil {
+			u.schema = rec.Schema()
+		}
 		if b.enc != nil && u.enc == nil {
 			if u.enc, err = b.enc.encode(u.schema); err != nil {
 				// The rows are kept instead, so the ship fails on the same error and
@@ -345,18 +403,15 @@ func (b *unitBuilder) add(ctx context.Context, rec arrow.RecordBatch) (took int6
 			}
 		}
 		if u.enc == nil {
-			u.recs = append(u.recs, part)
-		} else {
-			err = u.enc.add(ctx, part)
-			part.Release()
-			if err != nil {
-				return 0, false, err
-			}
+			u.recs = append(u.recs, rec)
+			out[i] = nil
+			continue
 		}
-		u.rows += take
-		b.bytes += per * take
+		if err := u.enc.add(ctx, rec); err != nil {
+			return err
+		}
 	}
-	return take, take < n || u.rows >= b.lim.rows, nil
+	return nil
 }
 
 // exported returns rec with the columns an export carries (SPEC 6): the user columns
@@ -470,7 +525,7 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 			// A unit decided before a crash or a failed attempt: exactly those rows again.
 			u = *st.Intent
 			t := time.Now()
-			rows, err = x.readToShip(ctx, p, u.From, u.Last, limits{rows: 1 << 62})
+			rows, err = x.readToShip(ctx, p, u.From, u.Last, limits{rows: 1 << 62}, u.Transform)
 			x.step("read", t)
 			if err != nil {
 				res.err = err
@@ -502,18 +557,20 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 		case st.Seq == head:
 			return res // nothing new: no data file was opened
 		default:
-			// A withheld partition's rows are counted, never shipped, so they are not encoded.
+			// A withheld partition's rows are counted, never shipped, so they are neither
+			// shaped nor encoded.
 			t := time.Now()
+			tf := x.live.Load().transform
 			read := x.readToShip
 			if x.withheld(p) {
-				read = x.read
+				read, tf = x.read, ""
 				ahead.discard()
 				ahead = nil
-			} else if rows = ahead.take(st.Seq, head, lim); rows == nil {
+			} else if rows = ahead.take(st.Seq, head, lim, tf); rows == nil {
 				ahead = nil // used up
 			}
 			if rows == nil {
-				if rows, err = read(ctx, p, st.Seq, head, lim); err != nil {
+				if rows, err = read(ctx, p, st.Seq, head, lim, tf); err != nil {
 					res.err = err
 					return res
 				}
@@ -531,7 +588,7 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 				}
 				continue
 			}
-			u = watermark.Unit{From: st.Seq, First: rows.first, Last: rows.last, Rows: rows.rows, ID: x.unitID(p, rows.first, rows.last), KeyLayout: newKeyLayout}
+			u = x.decide(p, st.Seq, rows)
 			if x.withheld(p) {
 				rows.release()
 				_, err := x.store.Update(k, st.Generation, func(s *watermark.State) error {
@@ -571,7 +628,7 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 			ahead.discard() // one left by a unit that did not ship
 			ahead = nil
 			if lim.readAhead && u.Last < head {
-				ahead = x.startReadAhead(ctx, p, u.Last, head, lim)
+				ahead = x.startReadAhead(ctx, p, u.Last, head, lim, x.live.Load().transform)
 			}
 		}
 		t := time.Now()
@@ -591,6 +648,7 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 			t = time.Now()
 			st, err = x.store.Update(k, st.Generation, func(s *watermark.State) error {
 				s.Seq, s.ExportedRows, s.Intent = u.Last, s.ExportedRows+rows.rows, nil
+				s.FilteredRows += rows.filtered()
 				s.LastExportAt, s.LastError = &now, ""
 				if nx.rows != nil {
 					s.Intent = &nx.u
@@ -618,6 +676,7 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 				res.units++
 			}
 			x.metrics.exported.WithLabelValues(x.name, p.Dataset).Add(float64(rows.rows))
+			x.metrics.filtered.WithLabelValues(x.name).Add(float64(rows.filtered()))
 			continue
 		}
 		var poison *errPoison
@@ -690,16 +749,24 @@ func (x *instance) decideAhead(p Part, ahead *readAhead, since, head int64, lim 
 	if since >= head || x.withheld(p) || !ahead.follows(since) {
 		return decided{}
 	}
-	rows := ahead.take(since, head, lim) // never an empty unit: the read ahead drops those
+	rows := ahead.take(since, head, lim, x.live.Load().transform) // never an empty unit: the read ahead drops those
 	if rows == nil {
 		return decided{}
 	}
-	return decided{u: watermark.Unit{From: since, First: rows.first, Last: rows.last, Rows: rows.rows, ID: x.unitID(p, rows.first, rows.last), KeyLayout: newKeyLayout}, rows: rows}
+	return decided{u: x.decide(p, since, rows), rows: rows}
+}
+
+// decide is the unit of p above since that rows, just read, make: its bounds, its id, and
+// the transform they were shaped with.
+func (x *instance) decide(p Part, since int64, rows *unitRows) watermark.Unit {
+	return watermark.Unit{From: since, First: rows.first, Last: rows.last, Rows: rows.rows, ID: x.unitID(p, rows.first, rows.last), KeyLayout: newKeyLayout, Transform: rows.transform}
 }
 
 func (x *instance) shipUnit(ctx context.Context, p Part, u watermark.Unit, rows *unitRows) (int64, error) {
-	if rows.rows == 0 {
-		return 0, nil // the unit's rows were all pruned since it was decided (a forced gap)
+	if rows.kept == 0 {
+		// The unit's rows were all pruned since it was decided (a forced gap), or its
+		// transform kept none: there is nothing to write (SPEC 6: no empty files).
+		return 0, nil
 	}
 	return x.ship.ship(ctx, p, u, rows)
 }

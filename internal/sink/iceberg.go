@@ -141,6 +141,15 @@ func (t tableUnit) exported() int64 {
 	return t.u.Rows
 }
 
+// filtered is how many of the unit's rows its transform dropped, as far as this process
+// read them (a commit found already made was not read again).
+func (t tableUnit) filtered() int64 {
+	if t.rows != nil {
+		return t.rows.filtered()
+	}
+	return 0
+}
+
 // exportTable commits dataset's new rows, one unit per partition per commit, until every
 // partition is at its head, after resolving whatever intents an earlier tick left.
 func (x *instance) exportTable(ctx context.Context, l *lake.Lake, dataset string, parts []partHead) partResult {
@@ -273,7 +282,7 @@ func (x *instance) resolveIntents(ctx context.Context, l *lake.Lake, dataset str
 		if !done {
 			for i := range units {
 				t := &units[i]
-				if t.rows, err = x.read(ctx, t.p, t.u.From, t.u.Last, limits{rows: 1 << 62}); err != nil {
+				if t.rows, err = x.read(ctx, t.p, t.u.From, t.u.Last, limits{rows: 1 << 62}, t.u.Transform); err != nil {
 					release(units)
 					return err
 				}
@@ -330,7 +339,11 @@ func (x *instance) nextUnits(ctx context.Context, parts []partHead) ([]tableUnit
 				x.log.Warn("watermark is above the partition's head; clamped to the last row ingested before it was written", "dataset", ph.Part.Dataset, "partition", ph.Part.Partition, "watermark_seq", st.Seq, "clamped_to", to)
 				next = func(s *watermark.State) error { s.Seq = to; return nil }
 			} else {
-				rows, err := x.read(ctx, ph.Part, st.Seq, ph.head, x.lim)
+				tf := x.live.Load().transform
+				if x.withheld(ph.Part) {
+					tf = "" // counted, never exported, so never shaped
+				}
+				rows, err := x.read(ctx, ph.Part, st.Seq, ph.head, x.lim, tf)
 				if err != nil {
 					release(out)
 					return nil, err
@@ -343,7 +356,8 @@ func (x *instance) nextUnits(ctx context.Context, parts []partHead) ([]tableUnit
 					withheld = rows.rows
 					next = func(s *watermark.State) error { s.Seq, s.WithheldRows = rows.last, s.WithheldRows+withheld; return nil }
 				default:
-					u := watermark.Unit{From: st.Seq, First: rows.first, Last: rows.last, Rows: rows.rows, ID: x.unitID(ph.Part, rows.first, rows.last)}
+					u := x.decide(ph.Part, st.Seq, rows)
+					u.KeyLayout = 0 // a table has no object keys
 					out = append(out, tableUnit{k: k, p: ph.Part, gen: st.Generation, u: u, rows: rows})
 				}
 			}
@@ -376,6 +390,7 @@ func (x *instance) settleUnits(units []tableUnit, res *partResult) error {
 	for _, t := range units {
 		settle := func(s *watermark.State) error {
 			s.Seq, s.ExportedRows, s.Intent = t.u.Last, s.ExportedRows+t.exported(), nil
+			s.FilteredRows += t.filtered()
 			s.LastExportAt, s.LastError = &now, ""
 			return nil
 		}
@@ -407,6 +422,7 @@ func (x *instance) settleUnits(units []tableUnit, res *partResult) error {
 		res.rows += t.exported()
 		res.units++
 		x.metrics.exported.WithLabelValues(x.name, t.p.Dataset).Add(float64(t.exported()))
+		x.metrics.filtered.WithLabelValues(x.name).Add(float64(t.filtered()))
 	}
 	return nil
 }
@@ -420,11 +436,11 @@ func lakeUnits(units []tableUnit) []lake.Unit {
 }
 
 // batches are the units' rows for a commit; units whose rows are all gone (a forced prune
-// since the intent) have nothing to add.
+// since the intent), or whose transform kept none, have nothing to add.
 func batches(units []tableUnit) []lake.Batch {
 	var out []lake.Batch
 	for _, t := range units {
-		if t.rows == nil || t.rows.rows == 0 {
+		if t.rows == nil || t.rows.kept == 0 {
 			continue
 		}
 		_, src, _ := partition.Parse(t.p.Partition)

@@ -24,7 +24,7 @@ func (x *instance) quarantine(ctx context.Context, p Part, u watermark.Unit, cau
 	if err != nil {
 		return q, err
 	}
-	rows, err := x.read(ctx, p, u.From, u.Last, limits{rows: 1 << 62})
+	rows, err := x.read(ctx, p, u.From, u.Last, limits{rows: 1 << 62}, "") // as cached, unshaped: what a replay needs
 	if err != nil {
 		return q, err
 	}
@@ -48,7 +48,7 @@ func (x *instance) quarantine(ctx context.Context, p Part, u watermark.Unit, cau
 // encodeNDJSON renders rows as the forward protocol's body: one object per row with every
 // column, the internal ones included.
 func encodeNDJSON(rows *unitRows) ([]byte, error) {
-	if rows.rows == 0 {
+	if rows.kept == 0 {
 		return nil, nil
 	}
 	b, err := newNDJSONBody(rows.schema)

@@ -21,6 +21,9 @@ type liveSettings struct {
 	maintain config.Maintain
 	// maintainSched is maintain.schedule parsed; nil when upkeep runs only on demand.
 	maintainSched config.Schedule
+	// transform shapes the units decided from now on; units already decided keep the one
+	// their intent names.
+	transform string
 }
 
 // newLive reads a sink config's live settings.
@@ -29,7 +32,7 @@ func newLive(cfg config.Sink) (*liveSettings, error) {
 	if err != nil {
 		return nil, err
 	}
-	live := &liveSettings{sched: sched, schedule: cfg.Schedule, datasets: cfg.Datasets, withhold: cfg.WithholdSources, maintain: cfg.Maintain}
+	live := &liveSettings{sched: sched, schedule: cfg.Schedule, datasets: cfg.Datasets, withhold: cfg.WithholdSources, maintain: cfg.Maintain, transform: cfg.Transform}
 	if cfg.Type == "iceberg" && cfg.Maintain.Schedule != "" {
 		if live.maintainSched, err = config.ParseSchedule(cfg.Maintain.Schedule); err != nil {
 			return nil, fmt.Errorf("maintain.schedule: %w", err)
@@ -39,7 +42,7 @@ func newLive(cfg config.Sink) (*liveSettings, error) {
 }
 
 // Reconfigure applies new sink settings to the running driver (`hyp daemon` on SIGHUP).
-// An instance's schedule, datasets, withhold_sources and maintain block change at once:
+// An instance's schedule, datasets, withhold_sources, transform and maintain block change at once:
 // the next export unit of a running tick already follows them, and the maintain loop
 // recomputes its next run. Adding or removing a sink, or changing any other key (its type,
 // format, destination, url, token_file, compression, tls, or an iceberg sink's catalog,
@@ -94,7 +97,7 @@ func fixedChanges(cur, next config.Sink) []string {
 		f := a.Type().Field(i)
 		key, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
 		switch key {
-		case "schedule", "datasets", "withhold_sources", "maintain":
+		case "schedule", "datasets", "withhold_sources", "maintain", "transform":
 			continue
 		}
 		if !reflect.DeepEqual(a.Field(i).Interface(), b.Field(i).Interface()) {
@@ -115,6 +118,9 @@ func liveChanges(cur, next *liveSettings) []string {
 	}
 	if !slices.Equal(next.withhold, cur.withhold) {
 		changes = append(changes, fmt.Sprintf("withhold_sources %v -> %v", cur.withhold, next.withhold))
+	}
+	if next.transform != cur.transform {
+		changes = append(changes, fmt.Sprintf("transform %q -> %q", cur.transform, next.transform))
 	}
 	m, n := cur.maintain, next.maintain
 	if n.Schedule != m.Schedule {

@@ -84,6 +84,9 @@ type RewindChange struct {
 	Missing *SeqRange `json:"missing,omitempty"`
 	// Withheld warns that withhold_sources still match: the rows will be skipped again.
 	Withheld bool `json:"withheld,omitempty"`
+	// RowsKept, in a dry run of a sink with a transform, counts the rows of RowsToExport its
+	// transform would keep.
+	RowsKept *int64 `json:"rows_kept,omitempty"`
 }
 
 // SeqRange is First..Last inclusive.
@@ -142,7 +145,7 @@ func (d *Driver) Rewind(ctx context.Context, req RewindRequest) (RewindResult, e
 		return res, fmt.Errorf("%w: rows it would re-export were removed by retention (%s); nothing changed; pass --allow-gap to move anyway", ErrRewindGap, strings.Join(missing, "; "))
 	}
 	if req.DryRun {
-		return res, nil
+		return res, d.countKept(ctx, x, parts, res.Changes)
 	}
 	for i, p := range parts {
 		ch, err := d.applyRewind(ctx, x, p, req, res.Changes[i], gens[i])
@@ -152,6 +155,32 @@ func (d *Driver) Rewind(ctx context.Context, req RewindRequest) (RewindResult, e
 		res.Changes[i] = ch
 	}
 	return res, nil
+}
+
+// countKept fills in, for a sink with a transform, how many of each change's rows to export
+// the transform keeps now: it shapes them unit by unit, as an export would, and holds none.
+func (d *Driver) countKept(ctx context.Context, x *instance, parts []Part, changes []RewindChange) error {
+	tf := x.live.Load().transform
+	if tf == "" {
+		return nil
+	}
+	for i, p := range parts {
+		ch := &changes[i]
+		if ch.Withheld || ch.RowsToExport == 0 {
+			continue
+		}
+		var kept int64
+		err := x.cutUnits(ctx, p, ch.ToSeq, ch.FromSeq, x.lim, tf, nil, func(u *unitRows) error {
+			kept += u.kept
+			u.release()
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("transform %s %s: %w", p.Dataset, p.Partition, err)
+		}
+		ch.RowsKept = &kept
+	}
+	return nil
 }
 
 // rewindParts are the partitions a request names, in cache order.

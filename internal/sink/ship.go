@@ -242,7 +242,8 @@ func (f *forwardShipper) ship(ctx context.Context, p Part, u watermark.Unit, row
 	// damaged file since it was decided, and a `hyp server` refuses a range its first and
 	// last rows do not bound. The server's ledger dedupes the rows themselves, so a unit
 	// re-sent with a narrower span is still recognised row by row.
-	ch := forward.Chunk{Dataset: p.Dataset, Partition: p.Partition, FirstSeq: rows.first, LastSeq: rows.last, Rows: int(rows.rows), Format: format, Body: body, Wire: wire}
+	// With a transform, that is the span of the rows it kept.
+	ch := forward.Chunk{Dataset: p.Dataset, Partition: p.Partition, FirstSeq: rows.keptFirst, LastSeq: rows.keptLast, Rows: int(rows.kept), Format: format, Body: body, Wire: wire}
 	rc, err := f.client.Send(ctx, ch)
 	if errors.Is(err, forward.ErrArrowRefused) {
 		// The same rows, range and batch id as NDJSON: the central stored nothing of the
@@ -271,7 +272,7 @@ type blobShipper struct {
 }
 
 func (b *blobShipper) ship(ctx context.Context, p Part, u watermark.Unit, rows *unitRows) (int64, error) {
-	obj := blob.Object{Key: blob.Key(p.Dataset, p.Partition, u.First, u.Last, b.format, blob.Layout(u.KeyLayout)), UnitID: u.ID, Rows: rows.rows, FirstSeq: u.First, LastSeq: u.Last}
+	obj := blob.Object{Key: blob.Key(p.Dataset, p.Partition, u.First, u.Last, b.format, blob.Layout(u.KeyLayout)), UnitID: u.ID, Rows: rows.kept, FirstSeq: u.First, LastSeq: u.Last}
 	f, ok := rows.enc.(*blobFile)
 	if !ok {
 		// Rows read without encoding (a partition withheld when it was read, say).

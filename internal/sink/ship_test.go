@@ -83,7 +83,7 @@ func TestForwardShipperDeclaresTheRowsSpan(t *testing.T) {
 		{"re-chunked re-send across both halves", seqs[2], seqs[7], watermark.Unit{From: seqs[2], First: seqs[3], Last: seqs[7]}, rangeOf(seqs[3], seqs[7])},
 	}
 	for _, st := range steps {
-		rows, err := x.read(ctx, p, st.since, st.last, limits{rows: 1 << 62})
+		rows, err := x.read(ctx, p, st.since, st.last, limits{rows: 1 << 62}, "")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -33,8 +33,10 @@ type PartitionStatus struct {
 	Quarantined                []watermark.Quarantined `json:"quarantined"`
 	// Withheld says the sink's withhold_sources match the partition now; WithheldRows
 	// counts the rows it skipped and advanced past so far.
-	Withheld     bool              `json:"withheld"`
-	WithheldRows int64             `json:"withheld_rows"`
+	Withheld     bool  `json:"withheld"`
+	WithheldRows int64 `json:"withheld_rows"`
+	// FilteredRows counts the exported rows the sink's transform dropped.
+	FilteredRows int64             `json:"filtered_rows"`
 	InFlight     *watermark.Unit   `json:"in_flight"`
 	LastRewind   *watermark.Rewind `json:"last_rewind"`
 	Generation   int64             `json:"generation"`
@@ -104,7 +106,7 @@ func (d *Driver) partitionStatus(ctx context.Context, x *instance, cp cache.Part
 		WatermarkSeq: st.Seq, HeadSeq: lag.head, LagRows: lag.rows, ExportedRows: st.ExportedRows,
 		LastExportAt: st.LastExportAt, LastError: st.LastError,
 		Gaps: st.Gaps, Quarantined: st.Quarantined,
-		Withheld: x.withheld(p), WithheldRows: st.WithheldRows,
+		Withheld: x.withheld(p), WithheldRows: st.WithheldRows, FilteredRows: st.FilteredRows,
 		InFlight: st.Intent, LastRewind: st.LastRewind, Generation: st.Generation,
 	}
 	if ps.Gaps == nil {

@@ -261,7 +261,8 @@ func TestApplyRefuses(t *testing.T) {
 		{"SELECT *, 18446744073709551615::UBIGINT AS big FROM rows", `transform: column "big": a value above 9223372036854775807 does not fit a long (int64)`},
 		{"SELECT *, CAST(msg AS INTEGER) AS bad FROM rows", "transform: Conversion Error: "},
 		{"SELECT *, error('boom') AS e FROM rows", "transform: Invalid Input Error: boom"},
-		{"SELECT *, nosuchcolumn FROM rows", "transform: Binder Error: "},
+		// A column the rows lack reads as NULL, so naming it beside * names it twice.
+		{"SELECT *, nosuchcolumn FROM rows", "transform: output column \"nosuchcolumn\" appears twice"},
 		{"SELECT _hyp_ingest_seq, _hyp_ingested_at, _hyp_overflow FROM rows", "transform: Binder Error: "},
 	}
 	for _, tc := range cases {
@@ -420,5 +421,48 @@ func TestDatabaseLockedDown(t *testing.T) {
 		if err != nil || got != v {
 			t.Errorf("%s = %q (%v), want %q", name, got, err, v)
 		}
+	}
+}
+
+// A unit whose rows lack a column the transform names reads it as NULL, as a query reads a
+// column a partition never had: one transform serves every dataset a sink covers.
+func TestApplyMissingColumnsReadNull(t *testing.T) {
+	r := newTestRunner(t)
+	in := fiveRows()
+	defer releaseAll(in)
+	cases := []struct {
+		sql  string
+		cols []string
+		rows int
+	}{
+		// SPEC's example over rows without secret and level: every row kept (NULL <> 'debug'
+		// is NULL, so WHERE drops them: coalesce keeps them), secret excluded.
+		{"SELECT * EXCLUDE (nosuch) FROM rows WHERE coalesce(lvl, 'x') <> 'debug'", []string{"_hyp_ingest_seq", "_hyp_ingested_at", "level", "msg", "secret", "n", "x", "lvl"}, 5},
+		{"SELECT _hyp_ingest_seq, _hyp_ingested_at, upper(Missing) AS m FROM rows", []string{"_hyp_ingest_seq", "_hyp_ingested_at", "m"}, 5},
+		{"SELECT * REPLACE (upper(absent) AS absent) FROM rows WHERE absent IS NULL", []string{"_hyp_ingest_seq", "_hyp_ingested_at", "level", "msg", "secret", "n", "x", "absent"}, 5},
+		// A lambda's parameter is not a column.
+		{"SELECT _hyp_ingest_seq, _hyp_ingested_at, list_transform([n], v -> v + 1) AS l FROM rows", []string{"_hyp_ingest_seq", "_hyp_ingested_at", "l"}, 5},
+	}
+	for _, tc := range cases {
+		res := apply(t, r, tc.sql, testSchema(), in)
+		if got := fieldNames(res.Schema); !slices.Equal(got, tc.cols) || res.Rows != int64(tc.rows) {
+			t.Errorf("%s: columns %v rows %d, want %v and %d", tc.sql, got, res.Rows, tc.cols, tc.rows)
+		}
+	}
+}
+
+func TestReferencedColumns(t *testing.T) {
+	r := newTestRunner(t)
+	s, err := r.take(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.give(s, false)
+	refs, err := r.checker.judge(context.Background(), s.conn, "SELECT * EXCLUDE (Secret) REPLACE (regexp_replace(rows.msg, 'a', 'b') AS msg) RENAME (lvl AS level) FROM rows WHERE n > 1 AND list_any_value(list_transform(tags, t -> t)) IS NULL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"lvl", "msg", "n", "secret", "tags"}; !slices.Equal(refs, want) {
+		t.Errorf("referenced %v, want %v", refs, want)
 	}
 }

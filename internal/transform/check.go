@@ -175,31 +175,124 @@ func sortedKeys(m map[string]any) []string {
 // check reports whether sql is an allowed transform: nil, or a *Error naming the first
 // problem. Other errors are DuckDB failing to answer. conn is only asked to parse sql.
 func (c *checker) check(ctx context.Context, conn driver.Conn, sql string) error {
+	_, err := c.judge(ctx, conn, sql)
+	return err
+}
+
+// judge is check that also returns, for an allowed transform, the columns of rows it names
+// (referenced): lower-cased, as DuckDB matches them.
+func (c *checker) judge(ctx context.Context, conn driver.Conn, sql string) (referenced []string, err error) {
 	if strings.IndexByte(sql, 0) >= 0 {
 		// DuckDB takes SQL as a C string: it would see only the text before the NUL.
-		return refuse("the SQL holds a NUL byte")
+		return nil, refuse("the SQL holds a NUL byte")
 	}
 	switch n, verb, read := query.ReadStatement(sql); {
 	case n == 0:
-		return refuse("the SQL is empty: a transform is one SELECT … FROM rows")
+		return nil, refuse("the SQL is empty: a transform is one SELECT … FROM rows")
 	case n > 1:
-		return refuse("expected exactly one SQL statement, got %d", n)
+		return nil, refuse("expected exactly one SQL statement, got %d", n)
 	case !read:
-		return refuse("%s is not allowed: a transform is one SELECT … FROM rows", verb)
+		return nil, refuse("%s is not allowed: a transform is one SELECT … FROM rows", verb)
 	}
 	var text string
-	err := queryRows(ctx, conn, "SELECT json_serialize_sql($1::VARCHAR)::VARCHAR", []driver.NamedValue{{Ordinal: 1, Value: sql}}, func(v []driver.Value) error {
+	err = queryRows(ctx, conn, "SELECT json_serialize_sql($1::VARCHAR)::VARCHAR", []driver.NamedValue{{Ordinal: 1, Value: sql}}, func(v []driver.Value) error {
 		text, _ = v[0].(string)
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("transform: parse the SQL with DuckDB: %w", err)
+		return nil, fmt.Errorf("transform: parse the SQL with DuckDB: %w", err)
 	}
 	tree, err := decodeJSON(text)
 	if err != nil {
-		return fmt.Errorf("transform: read DuckDB's syntax tree: %w", err)
+		return nil, fmt.Errorf("transform: read DuckDB's syntax tree: %w", err)
 	}
-	return checkTree(tree, c.refused)
+	if err := checkTree(tree, c.refused); err != nil {
+		return nil, err
+	}
+	return referencedColumns(tree), nil
+}
+
+// referencedColumns are the column names an allowed transform's tree names: column
+// references (the last part of a qualified one), and the names a * EXCLUDEs, REPLACEs or
+// RENAMEs. A lambda's parameters look like column references and are left out. (A name
+// that is only a select-list alias, which DuckDB lets a later expression use, is taken for a
+// column too: a unit without such a column then reads NULL there, not the alias, as DuckDB
+// prefers a relation's column to an alias.) Apply shows
+// a unit that lacks one of them a NULL column under its name, as a query shows a column a
+// partition never had, so one transform serves every dataset and partition a sink covers.
+func referencedColumns(tree any) []string {
+	params := map[string]bool{}
+	walkJSON(tree, func(m map[string]any) {
+		if m["class"] == "LAMBDA" {
+			walkJSON(m["lhs"], func(p map[string]any) {
+				if p["class"] == "COLUMN_REF" {
+					if name := lastName(p["column_names"]); name != "" {
+						params[strings.ToLower(name)] = true
+					}
+				}
+			})
+		}
+	})
+	seen := map[string]bool{}
+	var out []string
+	add := func(name string) {
+		name = strings.ToLower(name)
+		if name != "" && !params[name] && !seen[name] {
+			seen[name] = true
+			out = append(out, name)
+		}
+	}
+	walkJSON(tree, func(m map[string]any) {
+		switch m["class"] {
+		case "COLUMN_REF":
+			add(lastName(m["column_names"]))
+		case "STAR":
+			for _, key := range []string{"exclude_list", "qualified_exclude_list"} {
+				for _, e := range asList(m[key]) {
+					add(starColumn(e))
+				}
+			}
+			for _, key := range []string{"replace_list", "rename_list"} {
+				for _, e := range asList(m[key]) {
+					if kv, ok := e.(map[string]any); ok {
+						add(starColumn(kv["key"]))
+					}
+				}
+			}
+		}
+	})
+	slices.Sort(out)
+	return out
+}
+
+// starColumn is the column a * modifier's entry names: a plain name, or a qualified one
+// ({"column": …}, as RENAME keys and qualified EXCLUDEs come).
+func starColumn(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case map[string]any:
+		if c, ok := v["column"].(string); ok {
+			return c
+		}
+		return lastName(v["column_names"])
+	}
+	return ""
+}
+
+// lastName is the last part of a column reference's column_names.
+func lastName(v any) string {
+	parts := asList(v)
+	if len(parts) == 0 {
+		return ""
+	}
+	s, _ := parts[len(parts)-1].(string)
+	return s
+}
+
+func asList(v any) []any {
+	l, _ := v.([]any)
+	return l
 }
 
 // checkTree judges the output of json_serialize_sql.
@@ -465,11 +558,6 @@ func checkSelectList(node map[string]any) error {
 // transform keeps, the internal ones among them, would depend on the unit's schema.
 func columnsRefused() *Error {
 	return refuse("COLUMNS(…) is not allowed: name the columns, or use * EXCLUDE, REPLACE or RENAME")
-}
-
-func asList(v any) []any {
-	l, _ := v.([]any)
-	return l
 }
 
 // allowedClasses are the expression kinds a row-wise transform may use anywhere. Every

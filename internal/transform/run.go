@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	duckdb "github.com/duckdb/duckdb-go/v2"
 
 	"github.com/hyp-project/hyp/internal/query"
@@ -30,7 +33,7 @@ type Runner struct {
 	mu       sync.Mutex
 	sessions int // connections ever opened, to name each one's input view
 	idle     []*session
-	verdicts map[string]error // Check's verdict per SQL text, so each Apply need not parse
+	verdicts map[string]verdict // Check's verdict per SQL text, so each Apply need not parse
 	closed   bool
 }
 
@@ -106,7 +109,7 @@ func NewRunner() (*Runner, error) {
 				slots:    make(chan struct{}, max(1, runtime.GOMAXPROCS(0))),
 				sessions: 1,
 				idle:     []*session{s},
-				verdicts: map[string]error{},
+				verdicts: map[string]verdict{},
 			}, nil
 		}
 	}
@@ -215,26 +218,33 @@ func (r *Runner) give(s *session, broken bool) {
 	_ = s.close()
 }
 
+// verdict is Check's verdict on one SQL text, and the columns an allowed one names.
+type verdict struct {
+	referenced []string
+	err        error
+}
+
 // verdict is Check's verdict on sql, from the cache or from DuckDB's parser on s.
-func (r *Runner) verdict(ctx context.Context, s *session, sql string) error {
+func (r *Runner) verdict(ctx context.Context, s *session, sql string) verdict {
 	r.mu.Lock()
 	v, ok := r.verdicts[sql]
 	r.mu.Unlock()
 	if ok {
 		return v
 	}
-	err := r.checker.check(ctx, s.conn, sql)
+	refs, err := r.checker.judge(ctx, s.conn, sql)
+	v = verdict{referenced: refs, err: err}
 	var te *Error
 	if err != nil && !errors.As(err, &te) {
-		return err // DuckDB failed to answer: no verdict to keep
+		return v // DuckDB failed to answer: no verdict to keep
 	}
 	r.mu.Lock()
 	if len(r.verdicts) >= maxVerdicts {
 		clear(r.verdicts)
 	}
-	r.verdicts[sql] = err
+	r.verdicts[sql] = v
 	r.mu.Unlock()
-	return err
+	return v
 }
 
 // check is Check on the Runner's DuckDB, without the verdict cache.
@@ -277,10 +287,12 @@ func (r *Runner) Apply(ctx context.Context, sql string, schema *arrow.Schema, re
 	if err != nil {
 		return nil, err
 	}
-	if err := r.verdict(ctx, s, sql); err != nil {
+	v := r.verdict(ctx, s, sql)
+	if v.err != nil {
 		r.give(s, false)
-		return nil, err
+		return nil, v.err
 	}
+	in.fill(v.referenced)
 	res, err := s.run(ctx, sql, in)
 	r.give(s, err != nil && !isTransformError(err))
 	return res, err
@@ -363,6 +375,45 @@ func newInput(schema *arrow.Schema, recs []arrow.RecordBatch) (*input, error) {
 		in.seqs = append(in.seqs, seq)
 	}
 	return in, nil
+}
+
+// fill adds, for each column the transform names that the input lacks (referenced, lower
+// case), a column of NULL strings under that name: a sink covers datasets and partitions of
+// different shapes, and a query reads a column a partition never had as NULL too. Internal
+// names are never made up.
+func (in *input) fill(referenced []string) {
+	have := make(map[string]bool, in.schema.NumFields())
+	for _, f := range in.schema.Fields() {
+		have[strings.ToLower(f.Name)] = true
+	}
+	var extra []string
+	for _, name := range referenced {
+		if !have[name] && !hasInternalPrefix(name) {
+			extra = append(extra, name)
+		}
+	}
+	if len(extra) == 0 {
+		return
+	}
+	fields := slices.Clone(in.schema.Fields())
+	for _, name := range extra {
+		fields = append(fields, arrow.Field{Name: name, Type: arrow.BinaryTypes.String, Nullable: true})
+	}
+	in.schema = arrow.NewSchema(fields, nil)
+	for i, rec := range in.recs {
+		cols := slices.Clone(rec.Columns())
+		var nulls []arrow.Array
+		for range extra {
+			a := array.MakeArrayOfNull(memory.DefaultAllocator, arrow.BinaryTypes.String, int(rec.NumRows()))
+			nulls = append(nulls, a)
+			cols = append(cols, a)
+		}
+		in.recs[i] = array.NewRecordBatch(in.schema, cols, rec.NumRows())
+		rec.Release()
+		for _, a := range nulls {
+			a.Release() // the new record holds them
+		}
+	}
 }
 
 func (in *input) release() {

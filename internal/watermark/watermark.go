@@ -63,6 +63,10 @@ type Unit struct {
 	// Commit is set by table sinks, which commit the units of several partitions in one
 	// table snapshot: which commit holds the unit and where the table stood before it.
 	Commit *TableCommit `json:"commit,omitempty"`
+	// Transform is the sink's transform SQL the unit's rows were shaped with when it was
+	// decided ("" for none): a retry shapes them the same way, whatever the config says by
+	// then.
+	Transform string `json:"transform,omitempty"`
 }
 
 // TableCommit is the table commit an intent's unit belongs to: ID is recorded in the
@@ -109,17 +113,20 @@ type Quarantined struct {
 
 // State is one watermark file.
 type State struct {
-	Version      int           `json:"version"`
-	Dataset      string        `json:"dataset"`
-	Partition    string        `json:"partition"`
-	Seq          int64         `json:"seq"`
-	ExportedRows int64         `json:"exported_rows"`
-	UpdatedAt    time.Time     `json:"updated_at"`
-	Generation   int64         `json:"generation"`
-	Intent       *Unit         `json:"intent,omitempty"`
-	LastExportAt *time.Time    `json:"last_export_at,omitempty"`
-	LastError    string        `json:"last_error,omitempty"`
-	WithheldRows int64         `json:"withheld_rows,omitempty"`
+	Version      int        `json:"version"`
+	Dataset      string     `json:"dataset"`
+	Partition    string     `json:"partition"`
+	Seq          int64      `json:"seq"`
+	ExportedRows int64      `json:"exported_rows"`
+	UpdatedAt    time.Time  `json:"updated_at"`
+	Generation   int64      `json:"generation"`
+	Intent       *Unit      `json:"intent,omitempty"`
+	LastExportAt *time.Time `json:"last_export_at,omitempty"`
+	LastError    string     `json:"last_error,omitempty"`
+	WithheldRows int64      `json:"withheld_rows,omitempty"`
+	// FilteredRows counts the exported rows the sink's transform dropped (they count in
+	// ExportedRows too: the watermark passed them).
+	FilteredRows int64         `json:"filtered_rows,omitempty"`
 	Gaps         []Gap         `json:"gaps,omitempty"`
 	Quarantined  []Quarantined `json:"quarantined,omitempty"`
 	LastRewind   *Rewind       `json:"last_rewind,omitempty"`
