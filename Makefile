@@ -128,7 +128,7 @@ soak: tools build
 	$(HYPGO) test -count=10 -timeout 60m -run 'KillNine|ForwardThroughFaults|S3ExactlyOnce|SIGTERMDuring|KillNineLoses' ./cmd/hyp
 	$(HYPGO) test -count=10 -timeout 60m -run 'RewindsDuringTicks|HandEditedWatermark|SeedScenario|StalledSink' ./cmd/hyp
 	$(HYPGO) test -count=20 -timeout 60m -run 'ForcedPruneKilled|FlippedLogByte|CacheRepair|PoisonCorpus|CopiedHome|EdgeBodyBudget|FullDisk' ./cmd/hyp
-	HYP_KILL_LOOPS=200 $(HYPGO) test -count=1 -timeout 60m -run 'KillNineAtRandomInstants' ./cmd/hyp
+	HYP_KILL_LOOPS=200 $(HYPGO) test -count=1 -timeout 60m -run 'KillNineAtRandomInstants|TransformExactlyOnceThroughKills' ./cmd/hyp
 	HYP_SERVER_KILLS=40 $(HYPGO) test -count=1 -timeout 60m -run 'ServerKillNineWideFirstRow' ./cmd/hyp
 	HYP_CLUSTER_SECONDS=60 $(HYPGO) test -count=3 -timeout 60m -run 'ClusterSixGatewaysThroughKills' ./cmd/hyp
 	HYP_GATEWAYS=3000 $(HYPGO) test -count=1 -timeout 60m -v -run 'ManyGatewaysOnOneToken' ./cmd/hyp
