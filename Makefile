@@ -188,6 +188,7 @@ fuzz: $(BUILD_MOD)
 	$(HYPGO) test -run '^$$' -fuzz '^FuzzReadBody$$' -fuzztime $(FUZZTIME) ./internal/httpbody
 	$(HYPGO) test -run '^$$' -fuzz '^FuzzReadZstdBody$$' -fuzztime $(FUZZTIME) ./internal/httpbody
 	$(HYPGO) test -run '^$$' -fuzz '^FuzzReadOCF$$' -fuzztime $(FUZZTIME) ./internal/testutil/lakeread
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzCheck$$' -fuzztime $(FUZZTIME) ./internal/transform
 	$(HYPGO) test -run '^$$' -fuzz '^FuzzHandEditedFile$$' -fuzztime $(FUZZTIME) ./internal/watermark
 
 clean:
