@@ -9,6 +9,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/hyp-project/hyp/internal/query"
 )
@@ -185,6 +186,10 @@ func (c *checker) judge(ctx context.Context, conn driver.Conn, sql string) (refe
 	if strings.IndexByte(sql, 0) >= 0 {
 		// DuckDB takes SQL as a C string: it would see only the text before the NUL.
 		return nil, refuse("the SQL holds a NUL byte")
+	}
+	if !utf8.ValidString(sql) {
+		// DuckDB's strings are UTF-8: it cannot even take the text as a value to parse.
+		return refuse("the SQL is not valid UTF-8")
 	}
 	switch n, verb, read := query.ReadStatement(sql); {
 	case n == 0:

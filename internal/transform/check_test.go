@@ -89,6 +89,7 @@ var refusedCases = []struct{ sql, msg string }{
 	{"SUMMARIZE rows", "transform: DESCRIBE, SHOW and SUMMARIZE are not allowed: a transform is one SELECT … FROM rows"},
 	{"PIVOT rows ON level", "transform: only a SELECT is allowed: a transform is one SELECT … FROM rows"},
 	{"SELECT * FROM rows\x00; DROP TABLE x", "transform: the SQL holds a NUL byte"},
+	{"SELECT * FROM rows WHERE msg = '\xff'", "transform: the SQL is not valid UTF-8"},
 	// The internal columns.
 	{"SELECT msg FROM rows", "transform: the select list must keep _hyp_ingest_seq (select * or the column itself)"},
 	{"SELECT _hyp_ingest_seq, msg FROM rows", "transform: the select list must keep _hyp_ingested_at (select * or the column itself)"},
