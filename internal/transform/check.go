@@ -189,7 +189,7 @@ func (c *checker) judge(ctx context.Context, conn driver.Conn, sql string) (refe
 	}
 	if !utf8.ValidString(sql) {
 		// DuckDB's strings are UTF-8: it cannot even take the text as a value to parse.
-		return refuse("the SQL is not valid UTF-8")
+		return nil, refuse("the SQL is not valid UTF-8")
 	}
 	switch n, verb, read := query.ReadStatement(sql); {
 	case n == 0:
