@@ -26,13 +26,14 @@ SYSTEMD_DIR ?= /lib/systemd/system
 # Every build and test of hyp compiles against bin/mod/go.mod: go.mod plus replaces of the
 # modules in PATCHED_MODULES by copies patched with patches/NAME.patch, which keep their
 # heavy set-up out of every process start (iceberg-go's Substrait catalogue: 32 MB and
-# 0.1-0.4 s before main; arrow-go's compute registry: ~5 MiB of code paged in). A plain
+# 0.1-0.4 s before main; arrow-go's compute registry: ~5 MiB of code paged in) and stop
+# duckdb-go's Arrow views from leaking a schema per statement (sinks' transforms). A plain
 # `go build -tags=duckdb_arrow` still works, without the patches. A patch must apply exactly: after an upgrade of its
 # module, redo it or drop it. duckdb_arrow gives duckdb-go's Arrow interface, which sinks'
 # transforms (internal/transform) run on: without it hyp does not build. grpcnotrace keeps gRPC (linked only for types, by arrow-go and
 # gocloud) from importing x/net/trace, whose html/template makes the linker keep every
 # exported method of every type: 20 MB of the binary.
-PATCHED_MODULES := iceberg-go=github.com/apache/iceberg-go arrow-go=github.com/apache/arrow-go/v18
+PATCHED_MODULES := iceberg-go=github.com/apache/iceberg-go arrow-go=github.com/apache/arrow-go/v18 duckdb-go=github.com/duckdb/duckdb-go/v2
 BUILD_MOD := bin/mod/go.mod
 HYP_GOFLAGS = -modfile=$(CURDIR)/$(BUILD_MOD) -tags=grpcnotrace,duckdb_arrow
 # go test and go vet, and the `go build` of cmd/hyp's end-to-end tests, get them from GOFLAGS.
@@ -125,6 +126,7 @@ install: build
 # kill -9 / fault / damage e2e tests repeated, the conformance test over 20 seeds.
 soak: tools build
 	RAPID_CHECKS=2000 $(HYPGO) test -count=1 -timeout 60m -run 'ExactlyOnceModel|ConcurrentExport' ./internal/sink
+	HYP_LEAK_APPLIES=100000 $(HYPGO) test -count=1 -timeout 60m -run 'ApplyDoesNotLeak' ./internal/transform
 	$(HYPGO) test -count=10 -timeout 60m -run 'KillNine|ForwardThroughFaults|S3ExactlyOnce|SIGTERMDuring|KillNineLoses' ./cmd/hyp
 	$(HYPGO) test -count=10 -timeout 60m -run 'RewindsDuringTicks|HandEditedWatermark|SeedScenario|StalledSink' ./cmd/hyp
 	$(HYPGO) test -count=20 -timeout 60m -run 'ForcedPruneKilled|FlippedLogByte|CacheRepair|PoisonCorpus|CopiedHome|EdgeBodyBudget|FullDisk' ./cmd/hyp
