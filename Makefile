@@ -143,6 +143,8 @@ soak: tools build
 # (bench/peers/forward.sh): a backlog the generator ingested, forwarded to a local `hyp server`.
 # First the start-up and idle figures (bench/startup.sh): binary size, `hyp --help`, start to
 # /healthz, idle RSS.
+# Last, a sink transform's throughput and fixed cost per Apply (internal/transform's
+# BenchmarkApply: two regexp_replace and a WHERE over load-generator log rows).
 PEERS_DIR := $(HOME)/.cache/hyp-tools/peers
 bench: build $(PEERS_DIR)/otelcol
 	HYP=$(CURDIR)/$(BIN) bench/startup.sh
@@ -150,6 +152,7 @@ bench: build $(PEERS_DIR)/otelcol
 	cp -r bench/peers/configs $(PEERS_DIR)/
 	PEERS=$(PEERS_DIR) HYP=$(CURDIR)/$(BIN) bench/peers/sbs.sh
 	PEERS=$(PEERS_DIR) HYP=$(CURDIR)/$(BIN) bench/peers/forward.sh
+	$(HYPGO) test -run '^$$$$' -bench 'BenchmarkApply' -benchtime 200x ./internal/transform
 
 $(PEERS_DIR)/otelcol:
 	mkdir -p $(PEERS_DIR) && cp -r bench/peers/. $(PEERS_DIR)/ && PEERS=$(PEERS_DIR) $(PEERS_DIR)/build.sh
