@@ -58,14 +58,13 @@ func (rs *runners) get() (*transform.Runner, error) {
 	return rs.r, rs.err
 }
 
-// close releases the engine if it was opened.
+// close releases the engine if it was opened; a get after it fails.
 func (rs *runners) close() error {
-	var err error
-	rs.once.Do(func() {}) // nothing opens one after this
+	rs.once.Do(func() { rs.err = errors.New("the transform engine is closed") })
 	if rs.r != nil {
-		err = rs.r.Close()
+		return rs.r.Close()
 	}
-	return err
+	return nil
 }
 
 // shape runs tf over rec (the leading rows of a unit) and returns the records to export
