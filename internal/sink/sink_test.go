@@ -254,8 +254,8 @@ func unitContents(rows *unitRows) (seqs, ids []int64, err error) {
 			ids = append(ids, id.Value(r))
 		}
 	}
-	if int64(len(seqs)) != rows.rows {
-		return nil, nil, fmt.Errorf("unit says %d rows, batches hold %d", rows.rows, len(seqs))
+	if int64(len(seqs)) != rows.kept {
+		return nil, nil, fmt.Errorf("unit says it kept %d rows, batches hold %d", rows.kept, len(seqs))
 	}
 	return seqs, ids, nil
 }
