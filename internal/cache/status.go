@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -66,6 +67,18 @@ type TableView struct {
 	Dataset    string
 	Columns    []Column // internal columns first
 	Partitions []PartitionFiles
+	// Unflushed are files of the rows the log holds above their partitions' tables, each of
+	// any number of partitions (Cache.Listing); only a listing has them.
+	Unflushed []UnflushedFile `json:",omitempty"`
+}
+
+// UnflushedFile is a Parquet file of rows not yet flushed into their partitions' tables:
+// each row's partition name is in the column of field id PartitionFieldID, every other
+// column under its field id in FieldIDs.
+type UnflushedFile struct {
+	Path             string
+	FieldIDs         map[string]int
+	PartitionFieldID int
 }
 
 // PartitionFiles are one partition's live data files, and the field id under which they
@@ -81,41 +94,45 @@ type PartitionFiles struct {
 
 // View pins the current files of every dataset for a reader.
 type View struct {
-	Tables []TableView
-	lock   *fsutil.Lock
+	Tables  []TableView
+	lock    *fsutil.Lock
+	scratch string // removed at Release: the view's own files (PinView)
 }
 
-// Release lets compaction remove the generations the view pinned.
+// Release lets compaction remove the generations the view pinned, and removes the files
+// written for the view alone.
 func (v *View) Release() {
-	v.lock.Unlock()
-	v.lock = nil
+	if v.lock != nil {
+		v.lock.Unlock()
+		v.lock = nil
+	}
+	if v.scratch != "" {
+		os.RemoveAll(v.scratch)
+		v.scratch = ""
+	}
 }
 
 // View pins the cache's current files.
 func (c *Cache) View() (*View, error) { return c.tables.view() }
 
-// Listing describes the cache's current files as View does, without pinning them: a reader
-// in another process pins them first (PinView) and then asks the cache's owner for this,
-// which is how `hyp query` reads a cache whose owner is running without loading every
-// partition's table itself (a millisecond or more each: thousands of gateway partitions on
-// a server made that most of a query's time).
-func (c *Cache) Listing() ([]TableView, error) { return c.tables.list() }
-
 // PinView pins the cache in dir and then asks list for its files: a generation list names
 // then stays until Release, since retiring one takes the views lock exclusively, so list
 // must describe the cache as it is once the lock is held, never from before (the owner's
-// Listing does).
-func PinView(dir string, list func() ([]TableView, error)) (*View, error) {
+// Listing does). scratch, when not empty, is a directory of files list wrote for this view
+// alone (the unflushed rows of a Listing): Release removes it, and so does a failed list.
+func PinView(dir, scratch string, list func() ([]TableView, error)) (*View, error) {
+	v := &View{scratch: scratch}
 	lk, err := fsutil.SharedLock(viewsLockPath(dir))
 	if err != nil {
+		v.Release()
 		return nil, fmt.Errorf("pin the cache for a view: %w", err)
 	}
-	tables, err := list()
-	if err != nil {
-		lk.Unlock()
+	v.lock = lk
+	if v.Tables, err = list(); err != nil {
+		v.Release()
 		return nil, err
 	}
-	return &View{Tables: tables, lock: lk}, nil
+	return v, nil
 }
 
 // view pins every partition with one shared lock on the cache's views lock rather than one
@@ -127,11 +144,22 @@ func (ts *tableSet) view() (*View, error) {
 		tables, err := ts.list()
 		return &View{Tables: tables}, err
 	}
-	return PinView(ts.dir, ts.list)
+	return PinView(ts.dir, "", ts.list)
 }
 
 // list describes every dataset's live files.
 func (ts *tableSet) list() ([]TableView, error) {
+	tables, _, err := ts.listHeads()
+	return tables, err
+}
+
+// partKey names a partition in a dataset.
+type partKey struct{ dataset, partition string }
+
+// listHeads describes every dataset's live files, and gives each partition's head: its
+// table's max seq when its files were listed, so every row at or below it is in them (or
+// was pruned) and none above it is.
+func (ts *tableSet) listHeads() ([]TableView, map[partKey]int64, error) {
 	parts := ts.partitions()
 	ts.mu.RLock()
 	names := make([]string, 0, len(ts.ds))
@@ -145,37 +173,48 @@ func (ts *tableSet) list() ([]TableView, error) {
 		byDataset[p.Dataset] = append(byDataset[p.Dataset], p)
 	}
 	var tables []TableView
+	heads := make(map[partKey]int64, len(parts))
 	for _, name := range names {
 		d := ts.dataset(name)
-		tv := TableView{Dataset: name, Columns: append([]Column{{SeqColumn, TypeLong}, {IngestedAtColumn, TypeTimestamp}}, d.columns()...)}
+		tv := TableView{Dataset: name, Columns: d.viewColumns()}
 		for _, p := range byDataset[name] {
-			files, ids, err := p.liveFiles()
+			files, ids, head, err := p.liveFiles()
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			tv.Partitions = append(tv.Partitions, PartitionFiles{Partition: p.Name(), Files: files, FieldIDs: ids})
+			heads[partKey{name, p.Name()}] = head
 		}
 		tables = append(tables, tv)
 	}
-	return tables, nil
+	return tables, heads, nil
 }
 
-// liveFiles are the paths of the partition's live data files. A generation that is gone
-// was retired after this reader loaded it: the caller reopens and sees its successor.
-func (p *Partition) liveFiles() ([]string, map[string]int, error) {
+// viewColumns are the dataset's columns as a view has them: internal columns first.
+func (d *dataset) viewColumns() []Column {
+	return append([]Column{{SeqColumn, TypeLong}, {IngestedAtColumn, TypeTimestamp}}, d.columns()...)
+}
+
+// liveFiles are the paths of the partition's live data files and its head (maxSeq), taken
+// together. A generation that is gone was retired after this reader loaded it: the caller
+// reopens and sees its successor.
+func (p *Partition) liveFiles() ([]string, map[string]int, int64, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.gen == nil || len(p.gen.files) == 0 {
-		return nil, nil, nil
+	if p.gen == nil {
+		return nil, nil, 0, nil
+	}
+	if len(p.gen.files) == 0 {
+		return nil, nil, p.gen.maxSeq, nil // every row pruned
 	}
 	if !genExists(p.gen.dir) {
-		return nil, nil, ErrGenerationGone
+		return nil, nil, 0, ErrGenerationGone
 	}
 	out := make([]string, len(p.gen.files))
 	for i, f := range p.gen.files {
 		out[i] = f.Path
 	}
-	return out, p.gen.fieldIDs(), nil
+	return out, p.gen.fieldIDs(), p.gen.maxSeq, nil
 }
 
 // Reader is a read-only opening of a cache that another process may be writing. It sees
@@ -244,9 +283,7 @@ func (r *Reader) Columns(dataset string) ([]Column, bool) { return r.tables.colu
 func (c *Cache) Columns(dataset string) ([]Column, bool) { return c.tables.columns(dataset) }
 
 func (ts *tableSet) columns(dataset string) ([]Column, bool) {
-	ts.mu.RLock()
-	d := ts.ds[dataset]
-	ts.mu.RUnlock()
+	d := ts.lookupDataset(dataset)
 	if d == nil {
 		return nil, false
 	}
