@@ -114,8 +114,14 @@ func TestManyGatewaysOnOneToken(t *testing.T) {
 	}
 
 	start = time.Now()
-	res := queryJSON(t, home, "SELECT count(*) AS n, count(DISTINCT _hyp_partition) AS parts FROM logs", "--internal")
+	res := queryJSON(t, home, "SELECT count(*) AS n FROM logs")
 	t.Logf("count(*) over %d partitions: %v", gateways, time.Since(start))
+	if len(res) != 1 || res[0]["n"] != float64(gateways*rowsEach) {
+		t.Fatalf("query: %v, want %d rows", res, gateways*rowsEach)
+	}
+	start = time.Now()
+	res = queryJSON(t, home, "SELECT count(*) AS n, count(DISTINCT _hyp_partition) AS parts FROM logs", "--internal")
+	t.Logf("count(*) and count(DISTINCT _hyp_partition): %v", time.Since(start))
 	if len(res) != 1 || res[0]["n"] != float64(gateways*rowsEach) || res[0]["parts"] != float64(gateways) {
 		t.Fatalf("query: %v, want %d rows in %d partitions", res, gateways*rowsEach, gateways)
 	}

@@ -168,22 +168,40 @@ func (ts *tableSet) listHeads() ([]TableView, map[partKey]int64, error) {
 	}
 	ts.mu.RUnlock()
 	slices.Sort(names)
-	byDataset := map[string][]*Partition{}
-	for _, p := range parts {
-		byDataset[p.Dataset] = append(byDataset[p.Dataset], p)
+	// A partition whose lock is held (by a flush committing to it, mostly) is listed after
+	// the others. Waiting for each in turn would walk the partitions in step with a flush
+	// that commits them in name order, as one does after a burst of new gateways: the
+	// listing would take as long as the flush it means not to wait for.
+	live := make([]liveFiles, len(parts))
+	var busy []int
+	for i, p := range parts {
+		if !p.mu.TryLock() {
+			busy = append(busy, i)
+			continue
+		}
+		live[i] = p.liveFiles()
+		p.mu.Unlock()
+	}
+	for _, i := range busy {
+		p := parts[i]
+		p.mu.Lock()
+		live[i] = p.liveFiles()
+		p.mu.Unlock()
+	}
+	byDataset := map[string][]int{}
+	for i, p := range parts {
+		if live[i].err != nil {
+			return nil, nil, live[i].err
+		}
+		byDataset[p.Dataset] = append(byDataset[p.Dataset], i)
 	}
 	var tables []TableView
 	heads := make(map[partKey]int64, len(parts))
 	for _, name := range names {
-		d := ts.dataset(name)
-		tv := TableView{Dataset: name, Columns: d.viewColumns()}
-		for _, p := range byDataset[name] {
-			files, ids, head, err := p.liveFiles()
-			if err != nil {
-				return nil, nil, err
-			}
-			tv.Partitions = append(tv.Partitions, PartitionFiles{Partition: p.Name(), Files: files, FieldIDs: ids})
-			heads[partKey{name, p.Name()}] = head
+		tv := TableView{Dataset: name, Columns: ts.dataset(name).viewColumns()}
+		for _, i := range byDataset[name] {
+			tv.Partitions = append(tv.Partitions, PartitionFiles{Partition: parts[i].Name(), Files: live[i].files, FieldIDs: live[i].ids})
+			heads[partKey{name, parts[i].Name()}] = live[i].head
 		}
 		tables = append(tables, tv)
 	}
@@ -195,26 +213,32 @@ func (d *dataset) viewColumns() []Column {
 	return append([]Column{{SeqColumn, TypeLong}, {IngestedAtColumn, TypeTimestamp}}, d.columns()...)
 }
 
-// liveFiles are the paths of the partition's live data files and its head (maxSeq), taken
-// together. A generation that is gone was retired after this reader loaded it: the caller
-// reopens and sees its successor.
-func (p *Partition) liveFiles() ([]string, map[string]int, int64, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+// liveFiles are a partition's live data files (their paths and field ids) and its head
+// (maxSeq), taken together.
+type liveFiles struct {
+	files []string
+	ids   map[string]int
+	head  int64
+	err   error
+}
+
+// liveFiles lists the partition's live files; the caller holds p.mu. A generation that is
+// gone was retired after this reader loaded it: the caller reopens and sees its successor.
+func (p *Partition) liveFiles() liveFiles {
 	if p.gen == nil {
-		return nil, nil, 0, nil
+		return liveFiles{}
 	}
 	if len(p.gen.files) == 0 {
-		return nil, nil, p.gen.maxSeq, nil // every row pruned
+		return liveFiles{head: p.gen.maxSeq} // every row pruned
 	}
 	if !genExists(p.gen.dir) {
-		return nil, nil, 0, ErrGenerationGone
+		return liveFiles{err: ErrGenerationGone}
 	}
 	out := make([]string, len(p.gen.files))
 	for i, f := range p.gen.files {
 		out[i] = f.Path
 	}
-	return out, p.gen.fieldIDs(), p.gen.maxSeq, nil
+	return liveFiles{files: out, ids: p.gen.fieldIDs(), head: p.gen.maxSeq}
 }
 
 // Reader is a read-only opening of a cache that another process may be writing. It sees

@@ -282,3 +282,46 @@ func TestListingRacesFlushAndCompaction(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+// A partition whose lock is held when a listing reaches it is listed once the lock is free,
+// in its place among the others.
+func TestListingWaitsForABusyPartition(t *testing.T) {
+	ctx := context.Background()
+	c := openTest(t, t.TempDir())
+	defer c.Close(ctx)
+	for _, src := range []string{"a", "b", "c"} {
+		ingestN(t, c, src, 0, 2)
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ingestN(t, c, "b", 2, 1)
+	p := c.tables.lookup("logs", "source=b")
+	p.mu.Lock()
+	type result struct {
+		tables []TableView
+		err    error
+	}
+	done := make(chan result)
+	go func() {
+		tables, err := c.Listing(ctx, putIn(t.TempDir()))
+		done <- result{tables, err}
+	}()
+	// Time for the listing to reach b and pass it by; the result must be the same if not.
+	time.Sleep(50 * time.Millisecond)
+	p.mu.Unlock()
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	var names []string
+	for _, pf := range r.tables[0].Partitions {
+		names = append(names, pf.Partition)
+	}
+	if fmt.Sprint(names) != "[source=a source=b source=c]" || len(r.tables[0].Partitions[1].Files) != 1 {
+		t.Fatalf("partitions %v (%+v), want a, b and c, b with its file", names, r.tables[0].Partitions)
+	}
+	if rows := listedRows(t, r.tables, "logs"); len(rows) != 7 {
+		t.Fatalf("%d rows listed, want 7", len(rows))
+	}
+}
