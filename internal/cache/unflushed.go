@@ -52,9 +52,12 @@ const unflushedPartitionColumn = InternalPrefix + "partition"
 //     therefore holds it. Compaction and retention rewrite files, never the head's meaning;
 //   - then each dataset's columns, copied: every column a listed file has is among them,
 //     and the rows above the heads resolve their columns on the copy as the flush will on
-//     the dataset (in log order, from the same state), never changing what the flush decides.
+//     the dataset (in log order, from the same state; a flush that gave up on a partition
+//     resolves its rows again when it retries), never changing what the flush decides.
 //
-// A row the flush will set aside (one the batch refuses) is left out here too.
+// A row the flush will set aside because the batch refuses it is left out here too; the
+// rows of a partition whose directory cannot be made (a name the filesystem refuses) are
+// listed until the flush sets them aside as a loss.
 func (c *Cache) Listing(ctx context.Context, put func(name string, data []byte) (string, error)) ([]TableView, error) {
 	snap, err := c.wal.Snapshot()
 	if err != nil {

@@ -1,6 +1,7 @@
 // Package wal owns hyp's write-ahead log: append-only segment files of CRC-framed records,
-// fsync'd in groups so that many concurrent appenders share one fsync. It never interprets
-// a record's payload and never deletes a segment its owner has not released.
+// fsync'd in groups so that many concurrent appenders share one fsync, and snapshots of it
+// for readers that must not hold up its writer. It never interprets a record's payload and
+// never deletes a segment its owner has not released.
 //
 // A record is durable once Wait returns nil for its ticket. Bytes that hold no intact
 // record are damage, and damage costs only the bytes it hits: a reader resynchronises on the
