@@ -104,10 +104,12 @@ func openReader(ctx context.Context, dir string) (*cache.Reader, error) {
 	return cache.OpenReader(ctx, home.Cache(dir))
 }
 
-// view makes every acknowledged row visible, as openReader does, and pins the cache's
-// files. Their owner (the running daemon or server, or the node withAPI opens) lists them,
-// so this process loads no partition's table: with thousands of partitions that load was
-// most of a query's time. A daemon too old to list them is read through a read-only opening.
+// view pins the cache's files and has their owner (the running daemon or server, or the
+// node withAPI opens) list them, with every acknowledged row it has not flushed yet in files
+// of the view's own: so this process loads no partition's table (with thousands of
+// partitions that load was most of a query's time) and waits for no flush (which a burst of
+// new partitions makes tens of seconds long). A daemon too old to list them is read
+// through a read-only opening, after a flush.
 func view(ctx context.Context, dir string) (*cache.View, error) {
 	cdir := home.Cache(dir)
 	if _, err := os.Stat(cdir); errors.Is(err, os.ErrNotExist) {
@@ -115,11 +117,11 @@ func view(ctx context.Context, dir string) (*cache.View, error) {
 	}
 	var v *cache.View
 	err := withAPI(ctx, dir, func(api control.API) error {
-		if err := api.Flush(ctx); err != nil {
+		scratch, err := os.MkdirTemp("", "hyp-view-")
+		if err != nil {
 			return err
 		}
-		var err error
-		v, err = cache.PinView(cdir, func() ([]cache.TableView, error) { return api.Listing(ctx) })
+		v, err = cache.PinView(cdir, scratch, func() ([]cache.TableView, error) { return api.Listing(ctx, scratch) })
 		return err
 	})
 	if errors.Is(err, control.ErrUnsupported) {

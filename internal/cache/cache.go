@@ -2,13 +2,17 @@
 // request durable before it is acknowledged, the cache-global ingest sequence, and one Apache
 // Iceberg table per (dataset, source) partition that the log is flushed into. It also owns
 // every rewrite of those tables (compaction, retention, repair, relocation of a moved
-// home), the incremental scan that sinks read through, and the record of what it could not
-// keep (cache/_lost: the bytes and losses.jsonl).
+// home), the incremental scan that sinks read through, the listing queries read (the
+// tables' files, and the rows the log holds that they do not yet, encoded for the query
+// alone: unflushed.go), and the record of what it could not keep (cache/_lost: the bytes
+// and losses.jsonl).
 //
 // Invariants it keeps:
 //   - seqs are strictly increasing in commit order within every partition and never reused,
 //     also after a crash or the loss of any single state file;
-//   - a row acknowledged to a client is in exactly one table after replay, never twice;
+//   - a row acknowledged to a client is in exactly one table after replay, never twice, and
+//     in exactly one place of every listing asked for after the acknowledgement, flushed
+//     or not;
 //   - tables hold no delete files, so the live data files are the rows;
 //   - nothing acknowledged goes missing without a loss naming its seq range, and no bytes
 //     that held acknowledged rows are deleted unread;

@@ -236,12 +236,15 @@ func (w *fileWriter) create() (*dataFile, error) {
 	// Page headers are small writes; the buffer is small because up to flushLimits.streams
 	// files are open at once.
 	d := &dataFile{path: path, f: f, bw: bufio.NewWriterSize(f, 64<<10)}
-	d.pw = parquetw.NewWriter(d.bw, w.sc, parquetw.Options{
-		RowGroupRows: rowGroupRows,
-		// Unique per row, so a dictionary never pays off.
-		Plain: []string{SeqColumn, IngestedAtColumn},
-	})
+	d.pw = parquetw.NewWriter(d.bw, w.sc, dataFileOptions)
 	return d, nil
+}
+
+// dataFileOptions are how the cache encodes its Parquet files.
+var dataFileOptions = parquetw.Options{
+	RowGroupRows: rowGroupRows,
+	// Unique per row, so a dictionary never pays off.
+	Plain: []string{SeqColumn, IngestedAtColumn},
 }
 
 // finish writes the footer and syncs the file; on failure the file is removed.

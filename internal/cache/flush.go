@@ -33,6 +33,11 @@ type flushLimits struct {
 	commits int
 }
 
+// full reports whether b holds a chunk: its rows are to become a record.
+func (l flushLimits) full(b *batch) bool {
+	return b.rows >= l.chunkRows || b.bytes >= l.chunkBytes || b.rows*len(b.cols) >= l.chunkCells
+}
+
 var defaultFlushLimits = flushLimits{chunkRows: rowGroupRows / 4, chunkBytes: 2 << 20, chunkCells: 1 << 22, budget: 32 << 20, streams: 64, commits: 8}
 
 // flushRound collects the rows a flush reads from the log, per partition, and commits them.
@@ -77,7 +82,7 @@ func (r *flushRound) added(p *Partition, b *batch, n int) {
 	b.bytes += n
 	r.held += n
 	lim := r.c.limits
-	if b.rows >= lim.chunkRows || b.bytes >= lim.chunkBytes || b.rows*len(b.cols) >= lim.chunkCells {
+	if lim.full(b) {
 		r.spill(p, b)
 	}
 	if r.held <= lim.budget {

@@ -139,7 +139,10 @@ func TestCompactionWaitsForReaders(t *testing.T) {
 		pin  func(c *Cache) (*View, error)
 	}{
 		{"view", (*Cache).View},
-		{"pinned listing", func(c *Cache) (*View, error) { return PinView(c.Dir(), c.Listing) }},
+		{"pinned listing", func(c *Cache) (*View, error) {
+			scratch := t.TempDir()
+			return PinView(c.Dir(), scratch, func() ([]TableView, error) { return c.Listing(context.Background(), putIn(scratch)) })
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()

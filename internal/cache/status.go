@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -66,6 +67,18 @@ type TableView struct {
 	Dataset    string
 	Columns    []Column // internal columns first
 	Partitions []PartitionFiles
+	// Unflushed are files of the rows the log holds above their partitions' tables, each of
+	// any number of partitions (Cache.Listing); only a listing has them.
+	Unflushed []UnflushedFile `json:",omitempty"`
+}
+
+// UnflushedFile is a Parquet file of rows not yet flushed into their partitions' tables:
+// each row's partition name is in the column of field id PartitionFieldID, every other
+// column under its field id in FieldIDs.
+type UnflushedFile struct {
+	Path             string
+	FieldIDs         map[string]int
+	PartitionFieldID int
 }
 
 // PartitionFiles are one partition's live data files, and the field id under which they
@@ -81,41 +94,45 @@ type PartitionFiles struct {
 
 // View pins the current files of every dataset for a reader.
 type View struct {
-	Tables []TableView
-	lock   *fsutil.Lock
+	Tables  []TableView
+	lock    *fsutil.Lock
+	scratch string // removed at Release: the view's own files (PinView)
 }
 
-// Release lets compaction remove the generations the view pinned.
+// Release lets compaction remove the generations the view pinned, and removes the files
+// written for the view alone.
 func (v *View) Release() {
-	v.lock.Unlock()
-	v.lock = nil
+	if v.lock != nil {
+		v.lock.Unlock()
+		v.lock = nil
+	}
+	if v.scratch != "" {
+		os.RemoveAll(v.scratch)
+		v.scratch = ""
+	}
 }
 
 // View pins the cache's current files.
 func (c *Cache) View() (*View, error) { return c.tables.view() }
 
-// Listing describes the cache's current files as View does, without pinning them: a reader
-// in another process pins them first (PinView) and then asks the cache's owner for this,
-// which is how `hyp query` reads a cache whose owner is running without loading every
-// partition's table itself (a millisecond or more each: thousands of gateway partitions on
-// a server made that most of a query's time).
-func (c *Cache) Listing() ([]TableView, error) { return c.tables.list() }
-
 // PinView pins the cache in dir and then asks list for its files: a generation list names
 // then stays until Release, since retiring one takes the views lock exclusively, so list
 // must describe the cache as it is once the lock is held, never from before (the owner's
-// Listing does).
-func PinView(dir string, list func() ([]TableView, error)) (*View, error) {
+// Listing does). scratch, when not empty, is a directory of files list wrote for this view
+// alone (the unflushed rows of a Listing): Release removes it, and so does a failed list.
+func PinView(dir, scratch string, list func() ([]TableView, error)) (*View, error) {
+	v := &View{scratch: scratch}
 	lk, err := fsutil.SharedLock(viewsLockPath(dir))
 	if err != nil {
+		v.Release()
 		return nil, fmt.Errorf("pin the cache for a view: %w", err)
 	}
-	tables, err := list()
-	if err != nil {
-		lk.Unlock()
+	v.lock = lk
+	if v.Tables, err = list(); err != nil {
+		v.Release()
 		return nil, err
 	}
-	return &View{Tables: tables, lock: lk}, nil
+	return v, nil
 }
 
 // view pins every partition with one shared lock on the cache's views lock rather than one
@@ -127,11 +144,22 @@ func (ts *tableSet) view() (*View, error) {
 		tables, err := ts.list()
 		return &View{Tables: tables}, err
 	}
-	return PinView(ts.dir, ts.list)
+	return PinView(ts.dir, "", ts.list)
 }
 
 // list describes every dataset's live files.
 func (ts *tableSet) list() ([]TableView, error) {
+	tables, _, err := ts.listHeads()
+	return tables, err
+}
+
+// partKey names a partition in a dataset.
+type partKey struct{ dataset, partition string }
+
+// listHeads describes every dataset's live files, and gives each partition's head: its
+// table's max seq when its files were listed, so every row at or below it is in them (or
+// was pruned) and none above it is.
+func (ts *tableSet) listHeads() ([]TableView, map[partKey]int64, error) {
 	parts := ts.partitions()
 	ts.mu.RLock()
 	names := make([]string, 0, len(ts.ds))
@@ -140,42 +168,77 @@ func (ts *tableSet) list() ([]TableView, error) {
 	}
 	ts.mu.RUnlock()
 	slices.Sort(names)
-	byDataset := map[string][]*Partition{}
-	for _, p := range parts {
-		byDataset[p.Dataset] = append(byDataset[p.Dataset], p)
+	// A partition whose lock is held (by a flush committing to it, mostly) is listed after
+	// the others. Waiting for each in turn would walk the partitions in step with a flush
+	// that commits them in name order, as one does after a burst of new gateways: the
+	// listing would take as long as the flush it means not to wait for.
+	live := make([]liveFiles, len(parts))
+	var busy []int
+	for i, p := range parts {
+		if !p.mu.TryLock() {
+			busy = append(busy, i)
+			continue
+		}
+		live[i] = p.liveFiles()
+		p.mu.Unlock()
+	}
+	for _, i := range busy {
+		p := parts[i]
+		p.mu.Lock()
+		live[i] = p.liveFiles()
+		p.mu.Unlock()
+	}
+	byDataset := map[string][]int{}
+	for i, p := range parts {
+		if live[i].err != nil {
+			return nil, nil, live[i].err
+		}
+		byDataset[p.Dataset] = append(byDataset[p.Dataset], i)
 	}
 	var tables []TableView
+	heads := make(map[partKey]int64, len(parts))
 	for _, name := range names {
-		d := ts.dataset(name)
-		tv := TableView{Dataset: name, Columns: append([]Column{{SeqColumn, TypeLong}, {IngestedAtColumn, TypeTimestamp}}, d.columns()...)}
-		for _, p := range byDataset[name] {
-			files, ids, err := p.liveFiles()
-			if err != nil {
-				return nil, err
-			}
-			tv.Partitions = append(tv.Partitions, PartitionFiles{Partition: p.Name(), Files: files, FieldIDs: ids})
+		tv := TableView{Dataset: name, Columns: ts.dataset(name).viewColumns()}
+		for _, i := range byDataset[name] {
+			tv.Partitions = append(tv.Partitions, PartitionFiles{Partition: parts[i].Name(), Files: live[i].files, FieldIDs: live[i].ids})
+			heads[partKey{name, parts[i].Name()}] = live[i].head
 		}
 		tables = append(tables, tv)
 	}
-	return tables, nil
+	return tables, heads, nil
 }
 
-// liveFiles are the paths of the partition's live data files. A generation that is gone
-// was retired after this reader loaded it: the caller reopens and sees its successor.
-func (p *Partition) liveFiles() ([]string, map[string]int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.gen == nil || len(p.gen.files) == 0 {
-		return nil, nil, nil
+// viewColumns are the dataset's columns as a view has them: internal columns first.
+func (d *dataset) viewColumns() []Column {
+	return append([]Column{{SeqColumn, TypeLong}, {IngestedAtColumn, TypeTimestamp}}, d.columns()...)
+}
+
+// liveFiles are a partition's live data files (their paths and field ids) and its head
+// (maxSeq), taken together.
+type liveFiles struct {
+	files []string
+	ids   map[string]int
+	head  int64
+	err   error
+}
+
+// liveFiles lists the partition's live files; the caller holds p.mu. A generation that is
+// gone was retired after this reader loaded it: the caller reopens and sees its successor.
+func (p *Partition) liveFiles() liveFiles {
+	if p.gen == nil {
+		return liveFiles{}
+	}
+	if len(p.gen.files) == 0 {
+		return liveFiles{head: p.gen.maxSeq} // every row pruned
 	}
 	if !genExists(p.gen.dir) {
-		return nil, nil, ErrGenerationGone
+		return liveFiles{err: ErrGenerationGone}
 	}
 	out := make([]string, len(p.gen.files))
 	for i, f := range p.gen.files {
 		out[i] = f.Path
 	}
-	return out, p.gen.fieldIDs(), nil
+	return liveFiles{files: out, ids: p.gen.fieldIDs(), head: p.gen.maxSeq}
 }
 
 // Reader is a read-only opening of a cache that another process may be writing. It sees
@@ -244,9 +307,7 @@ func (r *Reader) Columns(dataset string) ([]Column, bool) { return r.tables.colu
 func (c *Cache) Columns(dataset string) ([]Column, bool) { return c.tables.columns(dataset) }
 
 func (ts *tableSet) columns(dataset string) ([]Column, bool) {
-	ts.mu.RLock()
-	d := ts.ds[dataset]
-	ts.mu.RUnlock()
+	d := ts.lookupDataset(dataset)
 	if d == nil {
 		return nil, false
 	}

@@ -251,6 +251,14 @@ func (ts *tableSet) dataset(name string) *dataset {
 	return d
 }
 
+// lookupDataset is the dataset named name, or nil when the cache has none: unlike dataset,
+// it never makes one.
+func (ts *tableSet) lookupDataset(name string) *dataset {
+	ts.mu.RLock()
+	defer ts.mu.RUnlock()
+	return ts.ds[name]
+}
+
 // partition returns the partition named name, registering it (its directory) if new. Its
 // record (partition.json) is written with its first table (createFirstGeneration): a flush
 // registers partitions one after another as it reads the log, but commits them in

@@ -1,6 +1,7 @@
 // Package control owns the daemon's control socket (hyp.sock, mode 0600): the server that
-// exposes a Node's state-changing operations (and the cache's file listing a query pins) to
-// CLI commands, and the client they use.
+// exposes a Node's state-changing operations (and the cache's listing a query pins: its
+// files, and its unflushed rows as files the client stores) to CLI commands, and the client
+// they use.
 // Every state change a CLI makes while a daemon runs goes through here, so there is never a
 // second writer. It never opens the cache itself.
 package control
@@ -12,10 +13,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
+	"mime/multipart"
 	"net"
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -28,9 +33,9 @@ import (
 // API is what CLI commands call, served either by the daemon or by a local Node.
 type API interface {
 	Flush(ctx context.Context) error
-	// Listing is the cache's live files (cache.Cache.Listing), for a reader that pinned
-	// them with cache.PinView.
-	Listing(ctx context.Context) ([]cache.TableView, error)
+	// Listing is the cache's live files and its rows not yet flushed, in files written
+	// into dir (cache.Cache.Listing), for a reader that pinned the cache with cache.PinView.
+	Listing(ctx context.Context, dir string) ([]cache.TableView, error)
 	Compact(ctx context.Context, req node.CompactRequest) ([]cache.CompactResult, error)
 	Prune(ctx context.Context, dryRun bool) ([]cache.PruneResult, error)
 	Repair(ctx context.Context, dryRun bool) ([]cache.Repaired, error)
@@ -46,8 +51,30 @@ type API interface {
 type Local struct{ N *node.Node }
 
 func (l Local) Flush(ctx context.Context) error { return l.N.Flush(ctx) }
-func (l Local) Listing(context.Context) ([]cache.TableView, error) {
-	return l.N.Cache.Listing()
+func (l Local) Listing(ctx context.Context, dir string) ([]cache.TableView, error) {
+	return l.N.Cache.Listing(ctx, func(name string, data []byte) (string, error) {
+		return writeUnflushed(dir, name, bytes.NewReader(data))
+	})
+}
+
+// writeUnflushed stores a listing's unflushed file name in dir and returns its path.
+func writeUnflushed(dir, name string, r io.Reader) (string, error) {
+	if name == "" || filepath.Base(name) != name || name == "." || name == ".." {
+		return "", fmt.Errorf("unflushed file name %q is not a file name", name)
+	}
+	path := filepath.Join(dir, name)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("unflushed file: %w", err)
+	}
+	_, err = io.Copy(f, r)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("unflushed file %s: %w", path, err)
+	}
+	return path, nil
 }
 func (l Local) Compact(ctx context.Context, req node.CompactRequest) ([]cache.CompactResult, error) {
 	return l.N.Compact(ctx, req)
@@ -135,13 +162,32 @@ func Handler(n *node.Node, ingest, srv http.Handler) http.Handler {
 		}
 		writeJSON(w, 200, map[string]any{})
 	})
-	mux.HandleFunc("GET /v1/listing", func(w http.ResponseWriter, r *http.Request) {
-		res, err := n.Cache.Listing()
+	mux.HandleFunc("GET /v1/view", func(w http.ResponseWriter, r *http.Request) {
+		// The files go first, each as a part the client stores (this process may not write
+		// where the client reads: systemd's PrivateTmp), then the listing naming them.
+		mw := multipart.NewWriter(w)
+		w.Header().Set("Content-Type", "multipart/mixed; boundary="+mw.Boundary())
+		tables, err := n.Cache.Listing(r.Context(), func(name string, data []byte) (string, error) {
+			h := textproto.MIMEHeader{}
+			h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
+			h.Set("Content-Type", "application/vnd.apache.parquet")
+			part, err := mw.CreatePart(h)
+			if err == nil {
+				_, err = part.Write(data)
+			}
+			return name, err
+		})
+		var reply viewReply
 		if err != nil {
-			writeErr(w, err)
-			return
+			reply.Error = err.Error()
+		} else {
+			reply.Tables = tables
 		}
-		writeJSON(w, 200, res)
+		h := textproto.MIMEHeader{}
+		h.Set("Content-Type", "application/json")
+		if part, err := mw.CreatePart(h); err == nil && json.NewEncoder(part).Encode(reply) == nil {
+			mw.Close()
+		}
 	})
 	mux.HandleFunc("POST /v1/compact", func(w http.ResponseWriter, r *http.Request) {
 		var req node.CompactRequest
@@ -220,6 +266,13 @@ func Handler(n *node.Node, ingest, srv http.Handler) http.Handler {
 		reply(w, res, err)
 	})
 	return mux
+}
+
+// viewReply is the last part of a view: the listing, its unflushed files named as the
+// parts before it, or why there is none.
+type viewReply struct {
+	Tables []cache.TableView `json:"tables"`
+	Error  string            `json:"error,omitempty"`
 }
 
 // rewindRefusal carries the refused plan, so the caller can show what is missing.
@@ -364,13 +417,52 @@ func (c *Client) Flush(ctx context.Context) error {
 	return c.do(ctx, "POST", "/v1/flush", []byte("{}"), "application/json", nil)
 }
 
-func (c *Client) Listing(ctx context.Context) ([]cache.TableView, error) {
-	var out []cache.TableView
-	err := c.do(ctx, "GET", "/v1/listing", nil, "", &out)
-	if errors.Is(err, errNotFound) {
-		return nil, ErrUnsupported
+func (c *Client) Listing(ctx context.Context, dir string) ([]cache.TableView, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://hyp/v1/view", nil)
+	if err != nil {
+		return nil, err
 	}
-	return out, err
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("daemon: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return nil, ErrUnsupported // a daemon older than the view
+	}
+	_, params, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if resp.StatusCode != 200 || err != nil || params["boundary"] == "" {
+		return nil, fmt.Errorf("daemon: view: %s, %q", resp.Status, resp.Header.Get("Content-Type"))
+	}
+	mr := multipart.NewReader(resp.Body, params["boundary"])
+	paths := map[string]string{}
+	for {
+		part, err := mr.NextPart()
+		if err != nil {
+			return nil, fmt.Errorf("daemon: view ended before its listing: %w", err)
+		}
+		if name := part.FileName(); name != "" {
+			if paths[name], err = writeUnflushed(dir, name, part); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		var reply viewReply
+		if err := json.NewDecoder(part).Decode(&reply); err != nil {
+			return nil, fmt.Errorf("daemon: view: %w", err)
+		}
+		if reply.Error != "" {
+			return nil, fmt.Errorf("daemon: %s", reply.Error)
+		}
+		for _, t := range reply.Tables {
+			for i, u := range t.Unflushed {
+				if t.Unflushed[i].Path = paths[u.Path]; t.Unflushed[i].Path == "" {
+					return nil, fmt.Errorf("daemon: view: listed file %q was not sent", u.Path)
+				}
+			}
+		}
+		return reply.Tables, nil
+	}
 }
 
 func (c *Client) Compact(ctx context.Context, req node.CompactRequest) ([]cache.CompactResult, error) {

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -112,8 +113,9 @@ func TestSinkVerbsOverTheSocket(t *testing.T) {
 	}
 }
 
-// The listing a reader gets over the socket is the daemon's own, and a daemon older than
-// the client is told apart from a failing one, so the reader can load the tables itself.
+// The listing a reader gets over the socket is the daemon's own, its unflushed rows in
+// files stored where the reader asked, and a daemon older than the client is told apart
+// from a failing one, so the reader can load the tables itself.
 func TestListingOverTheSocket(t *testing.T) {
 	ctx := context.Background()
 	n, c, _ := serve(t)
@@ -123,16 +125,33 @@ func TestListingOverTheSocket(t *testing.T) {
 	if err := c.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	got, err := c.Listing(ctx)
+	if _, err := n.Ingest("logs", "db", []byte("{\"a\":2}\n")); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	got, err := c.Listing(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := n.Cache.Listing()
+	local := t.TempDir()
+	want, err := Local{n}.Listing(ctx, local)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(got, want) || len(got) != 1 || len(got[0].Partitions) != 1 || len(got[0].Partitions[0].Files) != 1 {
-		t.Fatalf("over the socket %+v, in process %+v, want logs source=web's one file", got, want)
+	if len(got) != 1 || len(got[0].Partitions) != 1 || len(got[0].Partitions[0].Files) != 1 || len(got[0].Unflushed) != 1 {
+		t.Fatalf("over the socket %+v, want logs source=web's one file and one unflushed file", got)
+	}
+	sent, err := os.ReadFile(got[0].Unflushed[0].Path)
+	if err != nil || filepath.Dir(got[0].Unflushed[0].Path) != dir {
+		t.Fatalf("unflushed file %s: %v, want it in %s", got[0].Unflushed[0].Path, err, dir)
+	}
+	kept, err := os.ReadFile(want[0].Unflushed[0].Path)
+	if err != nil || !bytes.Equal(sent, kept) {
+		t.Fatalf("the unflushed file sent differs from the one a local node writes (%v)", err)
+	}
+	want[0].Unflushed[0].Path = got[0].Unflushed[0].Path
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("over the socket %+v, in process %+v", got, want)
 	}
 
 	sock := filepath.Join(t.TempDir(), "old.sock")
@@ -149,7 +168,7 @@ func TestListingOverTheSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := oc.Listing(ctx); !errors.Is(err, ErrUnsupported) {
+	if _, err := oc.Listing(ctx, t.TempDir()); !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("listing from an older daemon: %v, want ErrUnsupported", err)
 	}
 }

@@ -17,6 +17,9 @@ func FromCache(v *cache.View) []Table {
 		for _, p := range t.Partitions {
 			qt.Partitions = append(qt.Partitions, Partition{Name: p.Partition, Files: p.Files, FieldIDs: p.FieldIDs, Err: p.Err})
 		}
+		for _, u := range t.Unflushed {
+			qt.Mixed = append(qt.Mixed, MixedFile{Path: u.Path, FieldIDs: u.FieldIDs, PartitionFieldID: u.PartitionFieldID})
+		}
 		tables = append(tables, qt)
 	}
 	return tables

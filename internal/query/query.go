@@ -34,12 +34,23 @@ type Partition struct {
 	Err error
 }
 
+// MixedFile is a Parquet file of rows of any number of partitions: each row's partition
+// name is in the column of field id PartitionFieldID, and FieldIDs gives, per column name,
+// the field id it is stored under (a column without one is NULL in the file).
+type MixedFile struct {
+	Path             string
+	FieldIDs         map[string]int
+	PartitionFieldID int
+}
+
 // Table is one dataset, queried under its Name.
 type Table struct {
 	Name string
 	// Columns is the full current schema in order, internal columns included.
 	Columns    []Column
 	Partitions []Partition
+	// Mixed are files of rows of several partitions (the cache's rows not yet flushed).
+	Mixed []MixedFile
 }
 
 // Options tune Run.

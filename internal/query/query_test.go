@@ -539,3 +539,40 @@ func TestRunUnreadablePartition(t *testing.T) {
 		t.Errorf("other table: %q %v", got, err)
 	}
 }
+
+// A mixed file (the cache's rows not yet flushed) is read by field id like the partitions'
+// files, each row in the partition its own column names, beside partitions that have files
+// and one that has none yet.
+func TestRunMixedFile(t *testing.T) {
+	fx := newFixture(t)
+	tables := slices.Clone(fx.tables)
+	logs := tables[0]
+	f := filepath.Join(t.TempDir(), "logs-1.parquet")
+	writeParquet(t, f, []arrow.Field{seqField, atField, {Name: "part", Type: arrow.BinaryTypes.String}, msgField, okField}, `[
+		{"_hyp_ingest_seq": 5, "_hyp_ingested_at": "2024-01-02T03:04:09Z", "part": "source=web", "msg": "unflushed", "ok": false},
+		{"_hyp_ingest_seq": 6, "_hyp_ingested_at": "2024-01-02T03:04:10Z", "part": "source=new", "msg": "first"}]`, 1, 2, 12, 7, 9)
+	logs.Mixed = []MixedFile{{Path: f, FieldIDs: map[string]int{ingestSeqColumn: 1, ingestedAtColumn: 2, "msg": 7, "ok": 9}, PartitionFieldID: 12}}
+	tables[0] = logs
+	for _, tc := range []struct {
+		sql      string
+		internal bool
+		want     string
+	}{
+		{"SELECT count(*) AS n FROM logs", false, `{"n":6}`},
+		{"SELECT * FROM logs WHERE msg IN ('unflushed', 'first') ORDER BY msg", false, `
+{"msg":"first","n":null,"ok":null,"score":null}
+{"msg":"unflushed","n":null,"ok":false,"score":null}`},
+		{"SELECT _hyp_partition AS p, count(*) AS n, max(_hyp_ingest_seq) AS seq FROM logs GROUP BY ALL ORDER BY p", true, `
+{"p":"source=it's","n":1,"seq":4}
+{"p":"source=new","n":1,"seq":6}
+{"p":"source=web","n":4,"seq":5}`},
+	} {
+		got, err := run(t, tables, tc.sql, Options{Internal: tc.internal, Format: FormatJSONL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := strings.TrimPrefix(tc.want, "\n"); strings.TrimSuffix(got, "\n") != want {
+			t.Errorf("%s:\ngot:\n%s\nwant:\n%s", tc.sql, got, want)
+		}
+	}
+}

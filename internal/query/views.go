@@ -90,7 +90,9 @@ type viewColumn struct {
 // is a typed NULL. Partitions whose tables agree on every field id share one read_parquet,
 // so a dataset of many partitions is a few multi-file scans, which DuckDB opens a few
 // files at a time (one scan per partition opened every file at once: 10,000 partitions ran
-// out of descriptors); with the partition column, each row's file names its partition.
+// out of descriptors); with the partition column, each row's file names its partition. A
+// mixed file (the cache's rows not yet flushed) stores each row's partition in a column of
+// its own, read like the others.
 // Binding reads no file until a query uses the view.
 func viewSQL(t Table, internal bool) (string, error) {
 	names := Names(t.Columns)
@@ -112,37 +114,46 @@ func viewSQL(t Table, internal bool) (string, error) {
 	}
 
 	type scan struct {
-		ids   []int    // field id of cols[i] in these files; 0 when they have none
-		files []string // and the partition of each
-		parts []string
+		ids []int // field id of cols[i] in these files; 0 when they have none
+		// partID is the field id of the column holding each row's partition; 0 when each
+		// file is of one partition, parts[i] that of files[i].
+		partID int
+		files  []string
+		parts  []string
 	}
 	var scans []*scan
 	byIDs := map[string]*scan{}
+	add := func(fieldIDs map[string]int, partID int, files []string, part string) {
+		ids := make([]int, len(cols))
+		var key strings.Builder
+		for i, c := range src {
+			ids[i] = fieldIDs[c.Name]
+			fmt.Fprintf(&key, "%d,", ids[i])
+		}
+		fmt.Fprintf(&key, "p%d", partID)
+		sc := byIDs[key.String()]
+		if sc == nil {
+			sc = &scan{ids: ids, partID: partID}
+			scans = append(scans, sc)
+			byIDs[key.String()] = sc
+		}
+		for _, f := range files {
+			sc.files = append(sc.files, f)
+			sc.parts = append(sc.parts, part)
+		}
+	}
 	var broken []string
 	for _, p := range t.Partitions {
 		if p.Err != nil {
 			broken = append(broken, brokenSQL(t.Name, p, cols, internal))
 			continue
 		}
-		if len(p.Files) == 0 {
-			continue
+		if len(p.Files) > 0 {
+			add(p.FieldIDs, 0, p.Files, p.Name)
 		}
-		ids := make([]int, len(cols))
-		var key strings.Builder
-		for i, c := range src {
-			ids[i] = p.FieldIDs[c.Name]
-			fmt.Fprintf(&key, "%d,", ids[i])
-		}
-		sc := byIDs[key.String()]
-		if sc == nil {
-			sc = &scan{ids: ids}
-			scans = append(scans, sc)
-			byIDs[key.String()] = sc
-		}
-		for _, f := range p.Files {
-			sc.files = append(sc.files, f)
-			sc.parts = append(sc.parts, p.Name)
-		}
+	}
+	for _, m := range t.Mixed {
+		add(m.FieldIDs, m.PartitionFieldID, []string{m.Path}, "")
 	}
 
 	var branches []string
@@ -160,14 +171,14 @@ func viewSQL(t Table, internal bool) (string, error) {
 		for i, f := range sc.files {
 			files[i] = quoteString(f)
 		}
-		opts := ""
-		if len(entries) > 0 {
-			opts = ", schema = MAP {" + strings.Join(entries, ", ") + "}"
-		}
-		join := ""
+		opts, join := "", ""
 		if internal {
-			// One scan may cover several partitions; each row's file names its partition.
-			if parts := slices.Compact(slices.Clone(sc.parts)); len(parts) == 1 {
+			// One scan may cover several partitions; each row's file, or its own column,
+			// names its partition.
+			if sc.partID != 0 {
+				entries = append(entries, fmt.Sprintf("%d: {name: %s, type: 'VARCHAR', default_value: NULL}", sc.partID, quoteString(partitionColumn)))
+				sel = append(sel, "r."+quoteIdent(partitionColumn))
+			} else if parts := slices.Compact(slices.Clone(sc.parts)); len(parts) == 1 {
 				sel = append(sel, quoteString(parts[0])+" AS "+quoteIdent(partitionColumn))
 			} else {
 				opts += ", filename = " + quoteString(fileColumn)
@@ -178,6 +189,9 @@ func viewSQL(t Table, internal bool) (string, error) {
 				join = fmt.Sprintf(" JOIN (VALUES %s) AS m(f, p) ON r.%s = m.f", strings.Join(pairs, ", "), quoteIdent(fileColumn))
 				sel = append(sel, "m.p AS "+quoteIdent(partitionColumn))
 			}
+		}
+		if len(entries) > 0 {
+			opts = ", schema = MAP {" + strings.Join(entries, ", ") + "}" + opts
 		}
 		branches = append(branches, fmt.Sprintf("SELECT %s FROM read_parquet([%s]%s) AS r%s", strings.Join(sel, ", "), strings.Join(files, ", "), opts, join))
 	}
@@ -225,6 +239,9 @@ func allowedPathsSQL(tables []Table) string {
 			for _, f := range p.Files {
 				paths = append(paths, quoteString(f))
 			}
+		}
+		for _, m := range t.Mixed {
+			paths = append(paths, quoteString(m.Path))
 		}
 	}
 	return "SET allowed_paths = [" + strings.Join(paths, ", ") + "]"

@@ -1,6 +1,7 @@
 // Package wal owns hyp's write-ahead log: append-only segment files of CRC-framed records,
-// fsync'd in groups so that many concurrent appenders share one fsync. It never interprets
-// a record's payload and never deletes a segment its owner has not released.
+// fsync'd in groups so that many concurrent appenders share one fsync, and snapshots of it
+// for readers that must not hold up its writer. It never interprets a record's payload and
+// never deletes a segment its owner has not released.
 //
 // A record is durable once Wait returns nil for its ticket. Bytes that hold no intact
 // record are damage, and damage costs only the bytes it hits: a reader resynchronises on the
@@ -17,6 +18,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -475,6 +477,78 @@ func Release(seg Segment) error {
 	return fsutil.SyncDir(filepath.Dir(seg.Path))
 }
 
+// Snapshot is every record of the log acknowledged when it was taken, open for reading: the
+// sealed segments the owner has not released, and the active one up to the last record
+// written out (every record Wait has returned nil for is there). It holds the segment files
+// open, so a segment the owner releases afterwards stays readable through it: the owner can
+// take a snapshot, then pair it with what it keeps elsewhere, and read at leisure while
+// records are appended and segments rotated and released. A segment released before the
+// snapshot opened it is left out: the owner releases only segments whose records it keeps
+// elsewhere.
+type Snapshot struct {
+	segs []snapSegment
+}
+
+type snapSegment struct {
+	path string
+	f    *os.File
+	size int64 // bytes to read
+}
+
+// Snapshot opens the log's segments, holding off writes and Rotate for as long as it takes
+// to list and open them.
+func (l *Log) Snapshot() (*Snapshot, error) {
+	l.ioMu.Lock()
+	defer l.ioMu.Unlock()
+	l.mu.Lock()
+	closed := l.closed
+	l.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	segs, err := List(l.dir)
+	if err != nil {
+		return nil, err
+	}
+	s := &Snapshot{}
+	for _, seg := range segs {
+		f, err := os.Open(seg.Path)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // released since List
+		}
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("wal: snapshot: %w", err)
+		}
+		size := int64(math.MaxInt64) // sealed: no longer written
+		if seg.Index == l.segIndex {
+			// Under ioMu: nothing is being written, and segSize ends at a record's end.
+			size = l.segSize
+		}
+		s.segs = append(s.segs, snapSegment{seg.Path, f, size})
+	}
+	return s, nil
+}
+
+// Read calls fn for every intact record of the snapshot, segment after segment, in log
+// order; damage is skipped (it is the owner's to report when it replays the log).
+func (s *Snapshot) Read(fn func(payload []byte) error) error {
+	for _, seg := range s.segs {
+		if _, err := read(io.NewSectionReader(seg.f, 0, seg.size), seg.path, func(_ int64, p []byte) error { return fn(p) }, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close closes the snapshot's files.
+func (s *Snapshot) Close() {
+	for _, seg := range s.segs {
+		seg.f.Close()
+	}
+	s.segs = nil
+}
+
 // Damage is a span [Offset, End) of a segment that holds no intact record: a length out of
 // range, a checksum that does not match, or a frame the file ends inside of.
 type Damage struct {
@@ -488,14 +562,19 @@ type Damage struct {
 // intact record. An error from fn or damaged stops it and is returned; a nil damaged skips
 // damage silently, for readers that only need the intact records.
 func Read(path string, fn func(off int64, payload []byte) error, damaged func(Damage) error) (int64, error) {
-	if damaged == nil {
-		damaged = func(Damage) error { return nil }
-	}
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, fmt.Errorf("wal: open %s: %w", path, err)
 	}
 	defer f.Close()
+	return read(io.NewSectionReader(f, 0, math.MaxInt64), path, fn, damaged)
+}
+
+// read is Read over the bytes of f, the segment at path.
+func read(f *io.SectionReader, path string, fn func(off int64, payload []byte) error, damaged func(Damage) error) (int64, error) {
+	if damaged == nil {
+		damaged = func(Damage) error { return nil }
+	}
 	// Smaller than a typical record on purpose: bufio hands a read at least as large as its
 	// buffer straight to the file, so most of a record's bytes are copied once, from the
 	// page cache into payload, rather than through the buffer as well.

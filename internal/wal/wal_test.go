@@ -368,3 +368,94 @@ func BenchmarkRead(b *testing.B) {
 		}
 	}
 }
+
+// A snapshot reads every record acknowledged before it was taken, in order, and nothing
+// after a gap: a prefix of the log. Appenders and Rotate go on meanwhile, and the segments
+// it holds are released before it is read.
+func TestSnapshotReadsAPrefixOfTheLog(t *testing.T) {
+	l, _, err := Open(t.TempDir(), first, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var mu sync.Mutex // orders appends, so record n is the n-th
+	var next, acked int
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				mu.Lock()
+				n := next
+				next++
+				tk, err := l.Append(fmt.Appendf(nil, "%d", n), int64(n))
+				mu.Unlock()
+				if err == nil {
+					err = l.Wait(tk)
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				acked = max(acked, n+1)
+				mu.Unlock()
+			}
+		})
+	}
+	var sealed []Segment
+	for round := range 20 {
+		if round%3 == 0 {
+			seg, ok, err := l.Rotate(markerAt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok {
+				sealed = append(sealed, seg)
+			}
+		}
+		mu.Lock()
+		before := acked
+		mu.Unlock()
+		s, err := l.Snapshot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Whatever the snapshot holds stays readable once the owner releases it.
+		for _, seg := range sealed {
+			if err := Release(seg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sealed = sealed[:0]
+		var got []int
+		if err := s.Read(func(p []byte) error {
+			if !bytes.Equal(p, marker) {
+				var n int
+				fmt.Sscan(string(p), &n)
+				got = append(got, n)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		// Released segments are gone from later snapshots, so each starts where the
+		// segments it found start.
+		for i := 1; i < len(got); i++ {
+			if got[i] != got[i-1]+1 {
+				t.Fatalf("round %d: record %d follows %d", round, got[i], got[i-1])
+			}
+		}
+		if before > 0 && (len(got) == 0 || got[len(got)-1] < before-1) {
+			t.Fatalf("round %d: snapshot ends at %v, %d records were acknowledged before it", round, got[max(len(got)-1, 0):], before)
+		}
+	}
+	close(stop)
+	wg.Wait()
+}
