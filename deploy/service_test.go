@@ -141,7 +141,7 @@ func TestUnits(t *testing.T) {
 			}
 
 			// The config the unit names loads, and its local exports land where the unit may write.
-			cfg, err := config.Load(home, c.config)
+			cfg, err := config.Load(home, c.config, config.Checks{})
 			if err != nil {
 				t.Fatalf("deploy/%s: %v", c.config, err)
 			}
