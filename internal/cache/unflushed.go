@@ -154,7 +154,8 @@ func (u *unflushed) record(payload []byte) error {
 	return nil
 }
 
-// set is dataset name's set, made on first use over a copy of the dataset as it is now.
+// set returns dataset name's set, made on first use over a copy of the dataset as it is
+// then: after the heads were taken (Listing).
 func (u *unflushed) set(name string) *unflushedSet {
 	if s := u.sets[name]; s != nil {
 		return s
