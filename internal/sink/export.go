@@ -106,9 +106,11 @@ func (x *instance) startReadAhead(ctx context.Context, p Part, since, until int6
 // ends the scan and is returned.
 func (x *instance) cutUnits(ctx context.Context, p Part, since, until int64, lim limits, tf string, enc encodingShipper, emit func(*unitRows) error) error {
 	newBuilder := func() unitBuilder {
-		return unitBuilder{u: &unitRows{transform: tf}, lim: lim, enc: enc, shape: func(rec arrow.RecordBatch) ([]arrow.RecordBatch, error) {
-			return x.shape(ctx, tf, rec)
-		}}
+		b := unitBuilder{u: &unitRows{transform: tf}, lim: lim, enc: enc}
+		if tf != "" {
+			b.shape = func(recs []arrow.RecordBatch) ([]arrow.RecordBatch, error) { return x.shape(ctx, tf, recs) }
+		}
+		return b
 	}
 	b := newBuilder()
 	_, err := x.cache.Scan(ctx, p.Dataset, p.Partition, since, until, func(rec arrow.RecordBatch) error {
@@ -120,6 +122,9 @@ func (x *instance) cutUnits(ctx context.Context, p Part, since, until int64, lim
 		for {
 			took, full, err := b.add(ctx, rec)
 			if err != nil || !full {
+				return err
+			}
+			if err := b.shapePending(ctx); err != nil {
 				return err
 			}
 			unit := b.u
@@ -136,8 +141,11 @@ func (x *instance) cutUnits(ctx context.Context, p Part, since, until int64, lim
 			rec = rest
 		}
 	})
+	if err == nil {
+		err = b.shapePending(ctx)
+	}
 	if err != nil {
-		b.u.release()
+		b.discard()
 		return err
 	}
 	b.u.seal()
@@ -318,8 +326,20 @@ type unitBuilder struct {
 	bytes int64
 	lim   limits
 	enc   encodingShipper
-	shape func(arrow.RecordBatch) ([]arrow.RecordBatch, error) // the unit's transform
+	// shape is the unit's transform (nil for none). It runs over pending rows once they
+	// reach shapeRows or shapeBytes and when the unit is complete, so a unit pays its fixed
+	// cost (planning the SQL over a view of the rows, ~0.8 ms) about once, not once per
+	// record the scan hands over, while what waits for it stays bounded.
+	shape                     func([]arrow.RecordBatch) ([]arrow.RecordBatch, error)
+	pending                   []arrow.RecordBatch
+	pendingRows, pendingBytes int64
 }
+
+// What a unit's rows may gather before its transform runs over them.
+const (
+	shapeRows  = 16 << 10
+	shapeBytes = 8 << 20
+)
 
 // add takes the leading rows of rec that fit the unit and returns how many it took; full
 // means the unit takes no more rows (it took fewer than rec's, or reached lim.rows).
@@ -354,18 +374,48 @@ func (b *unitBuilder) add(ctx context.Context, rec arrow.RecordBatch) (took int6
 			u.first = seqs.Value(0)
 		}
 		u.last = seqs.Value(int(take) - 1)
-		out, err := b.shape(part)
-		part.Release()
+		u.rows += take
+		b.bytes += per * take
+		if b.shape == nil {
+			err = b.keep(ctx, []arrow.RecordBatch{part})
+		} else {
+			b.pending = append(b.pending, part)
+			b.pendingRows, b.pendingBytes = b.pendingRows+take, b.pendingBytes+per*take
+			if b.pendingRows >= shapeRows || b.pendingBytes >= shapeBytes {
+				err = b.shapePending(ctx)
+			}
+		}
 		if err != nil {
 			return 0, false, err
 		}
-		if err := b.keep(ctx, out); err != nil {
-			return 0, false, err
-		}
-		u.rows += take
-		b.bytes += per * take
 	}
 	return take, take < n || u.rows >= b.lim.rows, nil
+}
+
+// shapePending runs the transform over the rows waiting for it and keeps what it returns.
+func (b *unitBuilder) shapePending(ctx context.Context) error {
+	if len(b.pending) == 0 {
+		return nil
+	}
+	recs := b.pending
+	b.pending, b.pendingRows, b.pendingBytes = nil, 0, 0
+	out, err := b.shape(recs)
+	for _, rec := range recs {
+		rec.Release()
+	}
+	if err != nil {
+		return err
+	}
+	return b.keep(ctx, out)
+}
+
+// discard drops the unit under way and the rows waiting for its transform.
+func (b *unitBuilder) discard() {
+	for _, rec := range b.pending {
+		rec.Release()
+	}
+	b.pending = nil
+	b.u.release()
 }
 
 // keep adds the shaped records out (owned by keep from here on) to the unit: to its

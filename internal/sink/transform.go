@@ -67,18 +67,14 @@ func (rs *runners) close() error {
 	return nil
 }
 
-// shape runs tf over rec (the leading rows of a unit) and returns the records to export
-// in its place, which the caller owns; with no transform that is rec itself, retained.
-func (x *instance) shape(ctx context.Context, tf string, rec arrow.RecordBatch) ([]arrow.RecordBatch, error) {
-	if tf == "" {
-		rec.Retain()
-		return []arrow.RecordBatch{rec}, nil
-	}
+// shape runs tf over recs (consecutive rows of a unit, one schema) and returns the records
+// to export in their place, which the caller owns.
+func (x *instance) shape(ctx context.Context, tf string, recs []arrow.RecordBatch) ([]arrow.RecordBatch, error) {
 	r, err := x.transforms.get()
 	if err != nil {
 		return nil, err
 	}
-	res, err := r.Apply(ctx, tf, rec.Schema(), []arrow.RecordBatch{rec})
+	res, err := r.Apply(ctx, tf, recs[0].Schema(), recs)
 	if err != nil {
 		return nil, fmt.Errorf("transform of seqs in this unit: %w", err)
 	}
