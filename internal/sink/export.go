@@ -153,9 +153,8 @@ func (x *instance) cutUnits(ctx context.Context, p Part, since, until int64, lim
 }
 
 // take returns the next unit read ahead if it is the read (since, until] within lim shaped
-// by tf, and
-// nil otherwise (a failed read included: the caller reads again, and reports what that
-// read finds), in which case r is used up.
+// by tf, and nil otherwise (a failed read included: the caller reads again, and reports what
+// that read finds), in which case r is used up.
 func (r *readAhead) take(since, until int64, lim limits, tf string) *unitRows {
 	if r == nil {
 		return nil
