@@ -36,42 +36,12 @@ func TestKillNineAtRandomInstants(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var mu sync.Mutex
-	acked, maybe := map[int]bool{}, map[int]bool{}
-	next := 0
+	book := newAckBook()
 	for range loops {
 		d := startHypDaemon(t, home, addr)
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
-		for c, src := range []string{"web", "db"} {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					mu.Lock()
-					from := next
-					next += 20
-					mu.Unlock()
-					code, _, err := post(addr, "/v1/ingest/logs", rows(from, 20, src))
-					mu.Lock()
-					for id := from; id < from+20; id++ {
-						switch {
-						case err == nil && code == 200:
-							acked[id] = true
-						case err != nil:
-							maybe[id] = true // no answer: stored or not
-						}
-					}
-					mu.Unlock()
-					time.Sleep(time.Duration(10+c*7) * time.Millisecond)
-				}
-			}()
-		}
+		book.clients(&wg, stop, addr, 20, rows)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -101,13 +71,13 @@ func TestKillNineAtRandomInstants(t *testing.T) {
 		}
 		bad := 0
 		for id, n := range seen {
-			if n > 1 || (!acked[id] && !maybe[id]) {
+			if n > 1 || (!book.acked[id] && !book.maybe[id]) {
 				if bad++; bad <= 5 {
-					t.Errorf("%s: id %d stored %d times (acknowledged %v, unanswered %v)", where, id, n, acked[id], maybe[id])
+					t.Errorf("%s: id %d stored %d times (acknowledged %v, unanswered %v)", where, id, n, book.acked[id], book.maybe[id])
 				}
 			}
 		}
-		for id := range acked {
+		for id := range book.acked {
 			if seen[id] == 0 {
 				if bad++; bad <= 5 {
 					t.Errorf("%s: acknowledged id %d is missing", where, id)
@@ -117,7 +87,49 @@ func TestKillNineAtRandomInstants(t *testing.T) {
 	}
 	check("server", serverIDs(t, srvHome, []string{"logs"})["logs"])
 	check("local-fs", checkBlobFiles(t, "local-fs", localFiles(t, root), "parquet")["logs"])
-	t.Logf("%d kills, %d rows acknowledged, %d unanswered", loops, len(acked), len(maybe))
+	t.Logf("%d kills, %d rows acknowledged, %d unanswered", loops, len(book.acked), len(book.maybe))
+}
+
+// ackBook is what clients ingesting through kills were told: ids acknowledged with 200, and
+// ids whose request got no answer (the daemon died under it: stored or not).
+type ackBook struct {
+	mu           sync.Mutex
+	acked, maybe map[int]bool
+	next         int
+}
+
+func newAckBook() *ackBook { return &ackBook{acked: map[int]bool{}, maybe: map[int]bool{}} }
+
+// clients starts one client per source ("web", "db"), each posting body(from, n, source)
+// with fresh ids to addr's logs dataset until stop closes, and books every answer.
+func (b *ackBook) clients(wg *sync.WaitGroup, stop chan struct{}, addr string, n int, body func(from, n int, source string) []byte) {
+	for c, src := range []string{"web", "db"} {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				b.mu.Lock()
+				from := b.next
+				b.next += n
+				b.mu.Unlock()
+				code, _, err := post(addr, "/v1/ingest/logs", body(from, n, src))
+				b.mu.Lock()
+				for id := from; id < from+n; id++ {
+					switch {
+					case err == nil && code == 200:
+						b.acked[id] = true
+					case err != nil:
+						b.maybe[id] = true
+					}
+				}
+				b.mu.Unlock()
+				time.Sleep(time.Duration(10+c*7) * time.Millisecond)
+			}
+		})
+	}
 }
 
 // runHypQuiet runs a CLI command whose outcome does not matter (the daemon may be dying).

@@ -143,40 +143,12 @@ func TestTransformExactlyOnceThroughKills(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(home, "hyp.yaml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	acked, maybe := map[int]bool{}, map[int]bool{}
-	next := 0
+	book := newAckBook()
 	for range loops {
 		d := startHypDaemon(t, home, addr)
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
-		for c, src := range []string{"web", "db"} {
-			wg.Go(func() {
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					mu.Lock()
-					from := next
-					next += 30
-					mu.Unlock()
-					code, _, err := post(addr, "/v1/ingest/logs", shapedRows(from, 30, src))
-					mu.Lock()
-					for id := from; id < from+30; id++ {
-						switch {
-						case err == nil && code == 200:
-							acked[id] = true
-						case err != nil:
-							maybe[id] = true
-						}
-					}
-					mu.Unlock()
-					time.Sleep(time.Duration(10+c*7) * time.Millisecond)
-				}
-			})
-		}
+		book.clients(&wg, stop, addr, 30, shapedRows)
 		time.Sleep(time.Duration(200+rng.IntN(1000)) * time.Millisecond)
 		d.kill9()
 		close(stop)
@@ -191,13 +163,13 @@ func TestTransformExactlyOnceThroughKills(t *testing.T) {
 	seen := checkShaped(t, "shaped", cols, rows)
 	bad := 0
 	for id, n := range seen {
-		if n > 1 || (!acked[id] && !maybe[id]) || id%3 == 1 {
+		if n > 1 || (!book.acked[id] && !book.maybe[id]) || id%3 == 1 {
 			if bad++; bad <= 5 {
-				t.Errorf("id %d exported %d times (acknowledged %v, unanswered %v, debug %v)", id, n, acked[id], maybe[id], id%3 == 1)
+				t.Errorf("id %d exported %d times (acknowledged %v, unanswered %v, debug %v)", id, n, book.acked[id], book.maybe[id], id%3 == 1)
 			}
 		}
 	}
-	for id := range acked {
+	for id := range book.acked {
 		if id%3 != 1 && seen[id] == 0 {
 			if bad++; bad <= 5 {
 				t.Errorf("acknowledged non-debug id %d is missing", id)
@@ -211,10 +183,10 @@ func TestTransformExactlyOnceThroughKills(t *testing.T) {
 		exported += p.ExportedRows
 		filtered += p.FilteredRows
 	}
-	if exported < int64(len(acked)) || filtered == 0 {
-		t.Errorf("status: exported %d filtered %d, want exported >= %d acknowledged and some filtered", exported, filtered, len(acked))
+	if exported < int64(len(book.acked)) || filtered == 0 {
+		t.Errorf("status: exported %d filtered %d, want exported >= %d acknowledged and some filtered", exported, filtered, len(book.acked))
 	}
-	t.Logf("%d kills, %d rows acknowledged, %d unanswered, %d exported, %d filtered", loops, len(acked), len(maybe), exported, filtered)
+	t.Logf("%d kills, %d rows acknowledged, %d unanswered, %d exported, %d filtered", loops, len(book.acked), len(book.maybe), exported, filtered)
 }
 
 type shapedPartition struct {

@@ -277,8 +277,18 @@ func buildStrings(arr arrow.Array, value func(dst []byte, i int) []byte) arrow.A
 	return b.NewArray()
 }
 
-func buildInt64(arr arrow.Array, value func(i int) (int64, bool)) (arrow.Array, error) {
-	b := array.NewInt64Builder(memory.DefaultAllocator)
+// builder is what build needs of an arrow-go builder of T.
+type builder[T any] interface {
+	AppendNull()
+	Append(T)
+	Reserve(int)
+	NewArray() arrow.Array
+	Release()
+}
+
+// build makes, with b (which it releases), the array of value(i) for every i of arr, null
+// where arr is null; a value out of range (ok false) fails it.
+func build[T any](b builder[T], arr arrow.Array, value func(i int) (T, bool)) (arrow.Array, error) {
 	defer b.Release()
 	b.Reserve(arr.Len())
 	for i := 0; i < arr.Len(); i++ {
@@ -295,36 +305,20 @@ func buildInt64(arr arrow.Array, value func(i int) (int64, bool)) (arrow.Array, 
 	return b.NewArray(), nil
 }
 
+func buildInt64(arr arrow.Array, value func(i int) (int64, bool)) (arrow.Array, error) {
+	return build[int64](array.NewInt64Builder(memory.DefaultAllocator), arr, value)
+}
+
 func buildFloat64(arr arrow.Array, value func(i int) float64) arrow.Array {
-	b := array.NewFloat64Builder(memory.DefaultAllocator)
-	defer b.Release()
-	b.Reserve(arr.Len())
-	for i := 0; i < arr.Len(); i++ {
-		if arr.IsNull(i) {
-			b.AppendNull()
-			continue
-		}
-		b.Append(value(i))
-	}
-	return b.NewArray()
+	col, _ := build[float64](array.NewFloat64Builder(memory.DefaultAllocator), arr, func(i int) (float64, bool) { return value(i), true })
+	return col // never out of range
 }
 
 func buildTimestamp(arr arrow.Array, value func(i int) (int64, bool)) (arrow.Array, error) {
-	b := array.NewTimestampBuilder(memory.DefaultAllocator, timestampUTC)
-	defer b.Release()
-	b.Reserve(arr.Len())
-	for i := 0; i < arr.Len(); i++ {
-		if arr.IsNull(i) {
-			b.AppendNull()
-			continue
-		}
+	return build[arrow.Timestamp](array.NewTimestampBuilder(memory.DefaultAllocator, timestampUTC), arr, func(i int) (arrow.Timestamp, bool) {
 		v, ok := value(i)
-		if !ok {
-			return nil, fmt.Errorf("out of range")
-		}
-		b.Append(arrow.Timestamp(v))
-	}
-	return b.NewArray(), nil
+		return arrow.Timestamp(v), ok
+	})
 }
 
 // textRenderer renders the values of an extension type (from its storage): UUIDs in their
