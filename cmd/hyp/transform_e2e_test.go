@@ -100,6 +100,22 @@ func checkShaped(t *testing.T, where string, cols map[string][]string, rows []ma
 	token := regexp.MustCompile(`tok-[0-9]`)
 	seen := map[int]int{}
 	bad := 0
+	// A shaped file is named after the seqs of the rows it holds.
+	span := map[string][2]int64{}
+	for _, r := range rows {
+		f, seq := r["_file"].(string), int64(toFloat(r["_hyp_ingest_seq"]))
+		sp, ok := span[f]
+		if !ok {
+			sp = [2]int64{seq, seq}
+		}
+		span[f] = [2]int64{min(sp[0], seq), max(sp[1], seq)}
+	}
+	for f, sp := range span {
+		m := partName.FindStringSubmatch(filepath.Base(f))
+		if m == nil || m[1] != fmt.Sprintf("%020d", sp[0]) || m[2] != fmt.Sprintf("%020d", sp[1]) {
+			t.Errorf("%s: %s holds seqs %d..%d, its name says otherwise", where, f, sp[0], sp[1])
+		}
+	}
 	for _, r := range rows {
 		id := int(toFloat(r["id"]))
 		seen[id]++

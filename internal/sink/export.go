@@ -808,7 +808,11 @@ func (x *instance) decideAhead(p Part, ahead *readAhead, since, head int64, lim 
 // decide is the unit of p above since that rows, just read, make: its bounds, its id, and
 // the transform they were shaped with.
 func (x *instance) decide(p Part, since int64, rows *unitRows) watermark.Unit {
-	return watermark.Unit{From: since, First: rows.first, Last: rows.last, Rows: rows.rows, ID: x.unitID(p, rows.first, rows.last), KeyLayout: newKeyLayout, Transform: rows.transform}
+	u := watermark.Unit{From: since, First: rows.first, Last: rows.last, Rows: rows.rows, ID: x.unitID(p, rows.first, rows.last), KeyLayout: newKeyLayout, Transform: rows.transform}
+	if rows.transform != "" && rows.kept > 0 {
+		u.KeptFirst, u.KeptLast = rows.keptFirst, rows.keptLast
+	}
+	return u
 }
 
 func (x *instance) shipUnit(ctx context.Context, p Part, u watermark.Unit, rows *unitRows) (int64, error) {

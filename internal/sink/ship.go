@@ -272,7 +272,12 @@ type blobShipper struct {
 }
 
 func (b *blobShipper) ship(ctx context.Context, p Part, u watermark.Unit, rows *unitRows) (int64, error) {
-	obj := blob.Object{Key: blob.Key(p.Dataset, p.Partition, u.First, u.Last, b.format, blob.Layout(u.KeyLayout)), UnitID: u.ID, Rows: rows.kept, FirstSeq: u.First, LastSeq: u.Last}
+	// A shaped unit's file is named after the rows it keeps, as its intent recorded them.
+	first, last := u.First, u.Last
+	if u.KeptLast > 0 {
+		first, last = u.KeptFirst, u.KeptLast
+	}
+	obj := blob.Object{Key: blob.Key(p.Dataset, p.Partition, first, last, b.format, blob.Layout(u.KeyLayout)), UnitID: u.ID, Rows: rows.kept, FirstSeq: first, LastSeq: last}
 	f, ok := rows.enc.(*blobFile)
 	if !ok {
 		// Rows read without encoding (a partition withheld when it was read, say).

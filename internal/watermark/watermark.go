@@ -67,6 +67,11 @@ type Unit struct {
 	// decided ("" for none): a retry shapes them the same way, whatever the config says by
 	// then.
 	Transform string `json:"transform,omitempty"`
+	// KeptFirst and KeptLast are the seq bounds of the rows the transform kept, when it kept
+	// any: a blob file is named after them, so its name spans exactly its rows, and a retry
+	// names it the same whatever became of the rows since.
+	KeptFirst int64 `json:"kept_first,omitempty"`
+	KeptLast  int64 `json:"kept_last,omitempty"`
 }
 
 // TableCommit is the table commit an intent's unit belongs to: ID is recorded in the
