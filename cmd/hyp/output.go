@@ -188,6 +188,7 @@ type sinkListOut struct {
 	Format          *string             `json:"format,omitempty"`
 	Instance        string              `json:"instance"`
 	Schedule        string              `json:"schedule"`
+	Transform       string              `json:"transform,omitempty"`
 	Type            string              `json:"type"`
 	URL             *config.URLs        `json:"url,omitempty"`
 	WithholdSources []string            `json:"withhold_sources"`
@@ -197,7 +198,7 @@ func newSinkListOut(cfg *config.Config) sinksOut[sinkListOut] {
 	out := sinksOut[sinkListOut]{Sinks: []sinkListOut{}}
 	for _, name := range sinkNames(cfg) {
 		s := cfg.Sinks[name]
-		e := sinkListOut{Datasets: nonNil(s.Datasets), Instance: name, Schedule: s.Schedule, Type: s.Type, WithholdSources: nonNil(s.WithholdSources)}
+		e := sinkListOut{Datasets: nonNil(s.Datasets), Instance: name, Schedule: s.Schedule, Transform: s.Transform, Type: s.Type, WithholdSources: nonNil(s.WithholdSources)}
 		if s.Type == "blob" {
 			e.Format, e.Destination = &s.Format, &s.Destination
 		} else {

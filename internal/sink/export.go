@@ -577,7 +577,7 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 			rows, err = x.readToShip(ctx, p, u.From, u.Last, limits{rows: 1 << 62}, u.Transform)
 			x.step("read", t)
 			if err != nil {
-				res.err = err
+				res.err = x.readFailed(ctx, k, st.Generation, err)
 				return res
 			}
 		case st.Seq > head:
@@ -620,7 +620,7 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 			}
 			if rows == nil {
 				if rows, err = read(ctx, p, st.Seq, head, lim, tf); err != nil {
-					res.err = err
+					res.err = x.readFailed(ctx, k, st.Generation, err)
 					return res
 				}
 			}
@@ -777,6 +777,22 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 			return res
 		}
 	}
+}
+
+// readFailed records a failure to read (or shape) a unit's rows as the partition's last
+// error, as a failed ship is, so that `sink status` shows why the partition does not move
+// (a transform that fails over its rows, a damaged file), and returns err.
+func (x *instance) readFailed(ctx context.Context, k watermark.Key, gen int64, err error) error {
+	if ctx.Err() != nil {
+		return err // shutdown, not a failure
+	}
+	x.metrics.failures.WithLabelValues(x.name).Inc()
+	msg := err.Error()
+	_, _ = x.store.Update(k, gen, func(s *watermark.State) error {
+		s.LastError = msg
+		return nil
+	})
+	return err
 }
 
 // step records how long a unit's step took since start (hyp_sink_unit_step_seconds).

@@ -81,3 +81,33 @@ func TestTransformEmptyUnitShipsNothing(t *testing.T) {
 		t.Fatalf("watermark %+v, want at the head with 6 filtered", st)
 	}
 }
+
+// A transform that fails over a unit's rows (here a cast the rows refuse) fails the
+// partition's export with the reason in its last error, writes no intent and moves nothing;
+// once a reload fixes the transform, the rows go out.
+func TestTransformFailingOverRowsIsReported(t *testing.T) {
+	cfg := blobSink(t.TempDir(), "s1")
+	cfg.Transform = "SELECT * REPLACE (CAST(msg AS INTEGER) AS msg) FROM rows"
+	e := newEnv(t, 4, cfg)
+	e.l.ingest(t, e.c, "a", 6)
+	res := runNow(t, e.d, "s1")
+	if res.Status != "failed" || len(res.Errors) != 1 || !strings.Contains(res.Errors[0], "transform") {
+		t.Fatalf("run: %+v, want failed naming the transform", res)
+	}
+	st := getWM(t, e.d, key("s1", "a"))
+	if st.Seq != 0 || st.Intent != nil || !strings.Contains(st.LastError, "transform") {
+		t.Fatalf("watermark %+v, want unmoved, no intent, the transform's error", st)
+	}
+	if calls := e.fakes["s1"].all(); len(calls) != 0 {
+		t.Fatalf("shipped %+v", calls)
+	}
+	next := cfg
+	next.Transform = "SELECT * FROM rows"
+	e.d.Reconfigure(map[string]config.Sink{"s1": next})
+	if res := runNow(t, e.d, "s1"); res.Status != "ok" || res.Rows != 6 {
+		t.Fatalf("run after the fix: %+v", res)
+	}
+	if st := getWM(t, e.d, key("s1", "a")); st.LastError != "" || st.ExportedRows != 6 {
+		t.Fatalf("watermark after the fix: %+v", st)
+	}
+}
