@@ -21,9 +21,10 @@ import (
 // same shape even if the config changed meanwhile; a changed transform applies from the
 // next unit on.
 //
-// The transform runs on each record of the unit as it is read (it is row-wise, so that is
-// the same as running it over the whole unit), and a shipper that encodes while reading
-// gets the shaped records: a unit's rows are never all held at once for it.
+// The transform runs over the unit's rows as they are read, a few thousand at a time
+// (unitBuilder.shapePending; it is row-wise, so that is the same as running it over the
+// whole unit), and a shipper that encodes while reading gets the shaped records: a unit's
+// rows are never all held at once for it.
 
 // Checks are the config checks only the sinks can make: a transform is checked by the SQL
 // engine that will run it, so a refused one stops `hyp config validate` and the daemon's
