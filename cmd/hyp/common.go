@@ -31,8 +31,22 @@ func (g *globals) load(path string) (dir string, cfg *config.Config, err error) 
 	return dir, cfg, err
 }
 
+// loadToRun is load for a process that runs the sinks (the daemon, `hyp server`): it also
+// has their transforms judged (sink.Checks), which opens a DuckDB for each, so it refuses to
+// start with one a unit could never run. Commands that only read or ask the running process
+// skip that start-up cost; `hyp config validate` makes the same checks.
+func (g *globals) loadToRun(path string) (dir string, cfg *config.Config, err error) {
+	if dir, err = g.resolve(); err != nil {
+		return "", nil, err
+	}
+	if cfg, err = config.Load(dir, path, sink.Checks()); err != nil {
+		return "", nil, usageError{err}
+	}
+	return dir, cfg, nil
+}
+
 func loadConfig(dir, path string) (*config.Config, error) {
-	cfg, err := config.Load(dir, path, sink.Checks())
+	cfg, err := config.Load(dir, path, config.Checks{})
 	if err != nil {
 		return nil, usageError{err}
 	}

@@ -16,7 +16,7 @@ func daemonCmd(g *globals) *cobra.Command {
 		Short: "Run the ingest listener, flush, retention, compaction and control socket",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			dir, cfg, err := g.load(cfgPath)
+			dir, cfg, err := g.loadToRun(cfgPath)
 			if err != nil {
 				return err
 			}

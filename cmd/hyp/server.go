@@ -33,7 +33,7 @@ func serverCmd(g *globals) *cobra.Command {
 			if o.TLS, err = serverTLS(tlsFiles); err != nil {
 				return err
 			}
-			dir, cfg, err := g.load(cfgPath)
+			dir, cfg, err := g.loadToRun(cfgPath)
 			if err != nil {
 				return err
 			}
