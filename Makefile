@@ -152,7 +152,7 @@ bench: build $(PEERS_DIR)/otelcol
 	cp -r bench/peers/configs $(PEERS_DIR)/
 	PEERS=$(PEERS_DIR) HYP=$(CURDIR)/$(BIN) bench/peers/sbs.sh
 	PEERS=$(PEERS_DIR) HYP=$(CURDIR)/$(BIN) bench/peers/forward.sh
-	$(HYPGO) test -run '^$$$$' -bench 'BenchmarkApply' -benchtime 200x ./internal/transform
+	$(HYPGO) test -run '^$$$$' -bench 'BenchmarkApply' -benchtime 300x ./internal/transform
 
 $(PEERS_DIR)/otelcol:
 	mkdir -p $(PEERS_DIR) && cp -r bench/peers/. $(PEERS_DIR)/ && PEERS=$(PEERS_DIR) $(PEERS_DIR)/build.sh

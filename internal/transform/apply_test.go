@@ -458,7 +458,7 @@ func TestReferencedColumns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.give(s, false)
-	refs, err := r.checker.judge(context.Background(), s.conn, "SELECT * EXCLUDE (Secret) REPLACE (regexp_replace(rows.msg, 'a', 'b') AS msg) RENAME (lvl AS level) FROM rows WHERE n > 1 AND list_any_value(list_transform(tags, t -> t)) IS NULL")
+	refs, _, err := r.checker.judge(context.Background(), s.conn, "SELECT * EXCLUDE (Secret) REPLACE (regexp_replace(rows.msg, 'a', 'b') AS msg) RENAME (lvl AS level) FROM rows WHERE n > 1 AND list_any_value(list_transform(tags, t -> t)) IS NULL")
 	if err != nil {
 		t.Fatal(err)
 	}

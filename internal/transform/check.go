@@ -176,28 +176,29 @@ func sortedKeys(m map[string]any) []string {
 // check reports whether sql is an allowed transform: nil, or a *Error naming the first
 // problem. Other errors are DuckDB failing to answer. conn is only asked to parse sql.
 func (c *checker) check(ctx context.Context, conn driver.Conn, sql string) error {
-	_, err := c.judge(ctx, conn, sql)
+	_, _, err := c.judge(ctx, conn, sql)
 	return err
 }
 
 // judge is check that also returns, for an allowed transform, the columns of rows it names
-// (referenced): lower-cased, as DuckDB matches them.
-func (c *checker) judge(ctx context.Context, conn driver.Conn, sql string) (referenced []string, err error) {
+// (referenced): lower-cased, as DuckDB matches them; and the names no column may pass
+// through under (opaque; nil when none may: passthrough.go).
+func (c *checker) judge(ctx context.Context, conn driver.Conn, sql string) (referenced []string, opaque map[string]bool, err error) {
 	if strings.IndexByte(sql, 0) >= 0 {
 		// DuckDB takes SQL as a C string: it would see only the text before the NUL.
-		return nil, refuse("the SQL holds a NUL byte")
+		return nil, nil, refuse("the SQL holds a NUL byte")
 	}
 	if !utf8.ValidString(sql) {
 		// DuckDB's strings are UTF-8: it cannot even take the text as a value to parse.
-		return nil, refuse("the SQL is not valid UTF-8")
+		return nil, nil, refuse("the SQL is not valid UTF-8")
 	}
 	switch n, verb, read := query.ReadStatement(sql); {
 	case n == 0:
-		return nil, refuse("the SQL is empty: a transform is one SELECT … FROM rows")
+		return nil, nil, refuse("the SQL is empty: a transform is one SELECT … FROM rows")
 	case n > 1:
-		return nil, refuse("expected exactly one SQL statement, got %d", n)
+		return nil, nil, refuse("expected exactly one SQL statement, got %d", n)
 	case !read:
-		return nil, refuse("%s is not allowed: a transform is one SELECT … FROM rows", verb)
+		return nil, nil, refuse("%s is not allowed: a transform is one SELECT … FROM rows", verb)
 	}
 	var text string
 	err = queryRows(ctx, conn, "SELECT json_serialize_sql($1::VARCHAR)::VARCHAR", []driver.NamedValue{{Ordinal: 1, Value: sql}}, func(v []driver.Value) error {
@@ -205,16 +206,20 @@ func (c *checker) judge(ctx context.Context, conn driver.Conn, sql string) (refe
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("transform: parse the SQL with DuckDB: %w", err)
+		return nil, nil, fmt.Errorf("transform: parse the SQL with DuckDB: %w", err)
 	}
 	tree, err := decodeJSON(text)
 	if err != nil {
-		return nil, fmt.Errorf("transform: read DuckDB's syntax tree: %w", err)
+		return nil, nil, fmt.Errorf("transform: read DuckDB's syntax tree: %w", err)
 	}
 	if err := checkTree(tree, c.refused); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return referencedColumns(tree), nil
+	referenced = referencedColumns(tree)
+	if opaque, ok := passShape(tree, referenced); ok {
+		return referenced, opaque, nil
+	}
+	return referenced, nil, nil
 }
 
 // referencedColumns are the column names an allowed transform's tree names: column

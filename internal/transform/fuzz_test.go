@@ -3,6 +3,7 @@ package transform
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -11,7 +12,8 @@ import (
 
 // FuzzCheck: Check never panics, and whatever it accepts, Apply over a small fixed unit
 // either returns a result that keeps the output rules and has only the cache's types, or a
-// *Error: never another error, never a panic.
+// *Error: never another error, never a panic; and the same result or error with
+// pass-through columns switched off.
 //
 //	go test -run '^$' -fuzz FuzzCheck -fuzztime 5m ./internal/transform/
 func FuzzCheck(f *testing.F) {
@@ -21,7 +23,12 @@ func FuzzCheck(f *testing.F) {
 	for _, sql := range allowedCases {
 		f.Add(sql)
 	}
+	for _, c := range passThroughCases {
+		f.Add(c.sql)
+	}
 	r := newTestRunner(f)
+	whole := newTestRunner(f)
+	whole.wholeColumns = true
 	in := fiveRows()
 	f.Cleanup(func() { releaseAll(in) })
 	var inSeqs []*array.Int64
@@ -42,6 +49,10 @@ func FuzzCheck(f *testing.F) {
 			return
 		}
 		res, err := r.Apply(ctx, sql, testSchema(), in)
+		wres, werr := whole.Apply(ctx, sql, testSchema(), in)
+		if (err == nil) != (werr == nil) || err != nil && err.Error() != werr.Error() {
+			t.Fatalf("Apply(%q): %v; without pass-through: %v", sql, err, werr)
+		}
 		if err != nil {
 			if !errors.As(err, &te) {
 				t.Fatalf("Apply(%q): %v (%T), want nil or a *Error", sql, err, err)
@@ -49,6 +60,10 @@ func FuzzCheck(f *testing.F) {
 			return
 		}
 		defer res.Release()
+		defer wres.Release()
+		if !res.Schema.Equal(wres.Schema) || !slices.Equal(jsonRows(t, res), jsonRows(t, wres)) {
+			t.Fatalf("Apply(%q) differs without pass-through:\n%v %q\n%v %q", sql, res.Schema, jsonRows(t, res), wres.Schema, jsonRows(t, wres))
+		}
 		if err := checkOutput(res.Schema, res.Recs, &seqs{cols: inSeqs}, names); err != nil {
 			t.Fatalf("Apply(%q) returned a result that breaks the rules: %v", sql, err)
 		}

@@ -14,15 +14,18 @@ type seqs struct {
 	cols []*array.Int64
 	rec  int // cols[rec] holds the next value
 	row  int
+	pos  int   // the next value's position in the whole input
+	kept []int // the positions seek found, in order
 }
 
 // seek moves to the first input seq >= v and reports whether it is v.
 func (s *seqs) seek(v int64) bool {
 	for ; s.rec < len(s.cols); s.rec, s.row = s.rec+1, 0 {
 		c := s.cols[s.rec]
-		for ; s.row < c.Len(); s.row++ {
+		for ; s.row < c.Len(); s.row, s.pos = s.row+1, s.pos+1 {
 			switch in := c.Value(s.row); {
 			case in == v:
+				s.kept = append(s.kept, s.pos)
 				return true
 			case in > v:
 				return false

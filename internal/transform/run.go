@@ -35,6 +35,10 @@ type Runner struct {
 	idle     []*session
 	verdicts map[string]verdict // Check's verdict per SQL text, so each Apply need not parse
 	closed   bool
+
+	// wholeColumns switches pass-through columns off (passthrough.go): tests compare the
+	// two ways of running a transform.
+	wholeColumns bool
 }
 
 // maxVerdicts bounds the verdict cache: a daemon has a transform per sink, but a caller
@@ -94,6 +98,7 @@ func (f *feeder) load(recs []arrow.RecordBatch) {
 // NewRunner opens the Runner's DuckDB and reads, once, which functions transforms may not
 // call.
 func NewRunner() (*Runner, error) {
+	keepHeap()
 	ctx := context.Background()
 	db, conn, err := openDB(ctx)
 	if err != nil {
@@ -218,9 +223,11 @@ func (r *Runner) give(s *session, broken bool) {
 	_ = s.close()
 }
 
-// verdict is Check's verdict on one SQL text, and the columns an allowed one names.
+// verdict is Check's verdict on one SQL text, the columns an allowed one names, and the
+// names no column may pass through under (nil: none may; passthrough.go).
 type verdict struct {
 	referenced []string
+	opaque     map[string]bool
 	err        error
 }
 
@@ -232,8 +239,8 @@ func (r *Runner) verdict(ctx context.Context, s *session, sql string) verdict {
 	if ok {
 		return v
 	}
-	refs, err := r.checker.judge(ctx, s.conn, sql)
-	v = verdict{referenced: refs, err: err}
+	refs, opaque, err := r.checker.judge(ctx, s.conn, sql)
+	v = verdict{referenced: refs, opaque: opaque, err: err}
 	var te *Error
 	if err != nil && !errors.As(err, &te) {
 		return v // DuckDB failed to answer: no verdict to keep
@@ -293,6 +300,9 @@ func (r *Runner) Apply(ctx context.Context, sql string, schema *arrow.Schema, re
 		return nil, v.err
 	}
 	in.fill(v.referenced)
+	if !r.wholeColumns {
+		in.passThrough(v.opaque)
+	}
 	res, err := s.run(ctx, sql, in)
 	r.give(s, err != nil && !isTransformError(err))
 	return res, err
@@ -309,6 +319,13 @@ type input struct {
 	recs   []arrow.RecordBatch // recs under schema (new references)
 	seqs   []*array.Int64      // each record's _hyp_ingest_seq
 	names  map[string]bool     // the input's column names
+
+	// With pass-through columns (passthrough.go), DuckDB is shown shown instead of recs:
+	// each column named in passed (by its index in schema) holds its rows' positions.
+	passed      map[string]int
+	shownSchema *arrow.Schema
+	shown       []arrow.RecordBatch
+	starts      []int // recs[k]'s first row's position
 }
 
 // newInput checks what Apply requires of its input and renames its columns. A renamed
@@ -417,10 +434,19 @@ func (in *input) fill(referenced []string) {
 }
 
 func (in *input) release() {
+	in.wholeColumns()
 	for _, rec := range in.recs {
 		rec.Release()
 	}
 	in.recs = nil
+}
+
+// wholeColumns undoes passThrough: DuckDB is shown every column's values.
+func (in *input) wholeColumns() {
+	for _, rec := range in.shown {
+		rec.Release()
+	}
+	in.passed, in.shownSchema, in.shown, in.starts = nil, nil, nil, nil
 }
 
 // run shows DuckDB the input as this connection's view, runs sql over it as rows, checks
@@ -433,10 +459,14 @@ func (in *input) release() {
 // sql follows the WITH clause as it is: Check saw to it that it is one SELECT (or FROM or
 // TABLE or a parenthesized query) with no WITH of its own, whose text parses whole.
 func (s *session) run(ctx context.Context, sql string, in *input) (*Result, error) {
-	if err := s.show(in.schema); err != nil {
+	schema, recs := in.schema, in.recs
+	if in.passed != nil {
+		schema, recs = in.shownSchema, in.shown
+	}
+	if err := s.show(schema); err != nil {
 		return nil, err
 	}
-	s.feed.load(in.recs)
+	s.feed.load(recs)
 	defer s.feed.load(nil)
 	out, err := s.arrow.QueryContext(ctx, "WITH "+relation+" AS (SELECT * FROM "+s.input+") "+sql)
 	if err != nil {
@@ -457,10 +487,18 @@ func (s *session) run(ctx context.Context, sql string, in *input) (*Result, erro
 	if err := out.Err(); err != nil {
 		return nil, runError(ctx, err)
 	}
-	if err := checkOutput(out.Schema(), raw, &seqs{cols: in.seqs}, in.names); err != nil {
+	kept := &seqs{cols: in.seqs}
+	if err := checkOutput(out.Schema(), raw, kept, in.names); err != nil {
 		return nil, err
 	}
-	return normalize(out.Schema(), raw)
+	res, err := normalize(out.Schema(), raw)
+	if err != nil || in.passed == nil || in.restore(res, kept.kept) {
+		return res, err
+	}
+	// A column taken for a pass-through is not one: run again with every column's values.
+	res.Release()
+	in.wholeColumns()
+	return s.run(ctx, sql, in)
 }
 
 // runError sorts a failure to run the SQL: the caller's context ended, or DuckDB's engine
