@@ -43,7 +43,7 @@ func TestBlobUnitsEncodedWhileRead(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, ok := d.inst(t, "files").ship.(encodingShipper); !ok {
+			if _, ok := d.inst(t, "files").shipper().(encodingShipper); !ok {
 				t.Fatal("the blob shipper does not encode while reading")
 			}
 			if res := runNow(t, d, "files"); res.Status != "ok" || res.Rows != int64(len(l.rows)) {
@@ -94,7 +94,7 @@ func TestBlobShipperEncodesRowsReadPlainly(t *testing.T) {
 	}
 	root := filepath.Join(home, "exports")
 	b := &blobShipper{dest: blob.NewLocalFS(root), format: blob.Parquet}
-	x := &instance{cache: c, ship: b}
+	x := &instance{cache: c, exp: &unitExporter{b}}
 	p := Part{Dataset: testDataset, Partition: partition.Name("a")}
 	rows, err := x.read(ctx, p, 0, 1<<62, limits{rows: 1 << 62}, "")
 	if err != nil {
@@ -138,7 +138,7 @@ func TestBlobUnitDiscardedLeavesNoTempFile(t *testing.T) {
 	b := &blobShipper{dest: blob.NewLocalFS(root), format: blob.Parquet}
 
 	// Released unshipped, as when the intent's compare-and-set loses to a rewind.
-	x := &instance{cache: c, ship: b}
+	x := &instance{cache: c, exp: &unitExporter{b}}
 	rows, err := x.readToShip(ctx, p, 0, 1<<62, limits{rows: 1 << 62}, "")
 	if err != nil {
 		t.Fatal(err)
@@ -152,7 +152,7 @@ func TestBlobUnitDiscardedLeavesNoTempFile(t *testing.T) {
 
 	// The scan fails after the encoding began.
 	boom := errors.New("disk gone")
-	x = &instance{cache: &failingScan{Cache: c, after: 1, err: boom}, ship: b}
+	x = &instance{cache: &failingScan{Cache: c, after: 1, err: boom}, exp: &unitExporter{b}}
 	if _, err := x.readToShip(ctx, p, 0, 1<<62, limits{rows: 1 << 62}, ""); !errors.Is(err, boom) {
 		t.Fatalf("read: %v, want %v", err, boom)
 	}

@@ -102,7 +102,7 @@ func concDriver(t *testing.T, home string, c Cache, srv *concServer) *Driver {
 		t.Fatal(err)
 	}
 	x := d.inst(t, "central")
-	x.ship, x.lim = srv, limits{rows: 4, inFlight: 4}
+	x.exp, x.lim = &unitExporter{srv}, limits{rows: 4, inFlight: 4}
 	return d
 }
 

@@ -87,9 +87,8 @@ type instance struct {
 	maintainWake chan struct{}
 	cache        Cache
 	store        *watermark.Store
-	ship         shipper
-	lake         *lakeSink // iceberg sinks commit units per table (iceberg.go) instead of shipping them
-	lim          limits    // the unit budget of ship's destination
+	exp          exporter
+	lim          limits // the unit budget of the destination
 	gateway      string
 	incarnation  string
 	home         string
@@ -172,9 +171,13 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		}
 		x.live.Store(live)
 		if cfg.Type == "iceberg" {
-			x.lake, x.lim = newLakeSink(x, o.UnitRows)
+			var l *lakeSink
+			l, x.lim = newLakeSink(x, o.UnitRows)
+			x.exp = &tableExporter{l}
 		} else {
-			x.ship, x.lim, err = newShipper(ctx, x, o.UnitRows)
+			var sh shipper
+			sh, x.lim, err = newShipper(ctx, x, o.UnitRows)
+			x.exp = &unitExporter{sh}
 		}
 		if err != nil {
 			x.broken = fmt.Errorf("sink %s: %w", name, err)
@@ -217,7 +220,7 @@ func (d *Driver) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, x := range d.insts {
 		wg.Go(func() { x.loop(ctx) })
-		if x.lake != nil {
+		if x.table() != nil {
 			// Even without a maintain.schedule: a reload may give it one.
 			wg.Go(func() { x.maintainLoop(ctx) })
 		}
@@ -306,15 +309,27 @@ func (x *instance) tick(ctx context.Context) RunResult {
 		res.Errors = append(res.Errors, "flush cache: "+err.Error())
 		return res
 	}
-	if x.lake != nil {
-		return x.lakeTick(ctx, res)
-	}
 	var parts []partHead
 	for _, ps := range x.cache.Status() {
 		if x.covers(ps.Dataset) {
 			parts = append(parts, partHead{Part{Dataset: ps.Dataset, Partition: ps.Partition}, ps.HeadSeq})
 		}
 	}
+	return x.exp.export(ctx, x, parts, res)
+}
+
+// An exporter delivers a sink's new rows in a tick, once the cache is flushed and the
+// partitions' heads read: a unitExporter ships each partition unit by unit (forward, blob:
+// exportPartition), a tableExporter commits one unit of each partition of a dataset in one
+// table snapshot (iceberg: exportTable). Both decide positions the same way (cursor.go).
+type exporter interface {
+	export(ctx context.Context, x *instance, parts []partHead, res RunResult) RunResult
+}
+
+// unitExporter ships units through a shipper.
+type unitExporter struct{ ship shipper }
+
+func (e *unitExporter) export(ctx context.Context, x *instance, parts []partHead, res RunResult) RunResult {
 	failed, worked := 0, 0
 	for i, r := range x.exportAll(ctx, parts) {
 		if r == nil {
@@ -341,6 +356,23 @@ func (x *instance) tick(ctx context.Context) RunResult {
 		res.Status = "partial"
 	}
 	return res
+}
+
+// shipper is a unit exporter's shipper; nil for a table exporter, whose reads encode
+// nothing.
+func (x *instance) shipper() shipper {
+	if e, ok := x.exp.(*unitExporter); ok {
+		return e.ship
+	}
+	return nil
+}
+
+// table is a table exporter's table writer; nil for a unit exporter.
+func (x *instance) table() *lakeSink {
+	if e, ok := x.exp.(*tableExporter); ok {
+		return e.lakeSink
+	}
+	return nil
 }
 
 // partHead is a partition to export in a tick, up to the head it had when the tick began.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -71,7 +70,7 @@ type aheadUnit struct {
 func (x *instance) startReadAhead(ctx context.Context, p Part, since, until int64, lim limits, tf string) *readAhead {
 	ctx, cancel := context.WithCancel(ctx)
 	r := &readAhead{until: until, lim: lim, tf: tf, since: since, units: make(chan aheadUnit), cancel: cancel, done: make(chan struct{})}
-	enc, _ := x.ship.(encodingShipper)
+	enc, _ := x.shipper().(encodingShipper)
 	go func() {
 		defer close(r.done)
 		defer close(r.units)
@@ -301,7 +300,7 @@ func (x *instance) read(ctx context.Context, p Part, since, until int64, lim lim
 // readToShip is read for a unit that is to be shipped: a shipper that encodes while reading
 // gets the rows as they come.
 func (x *instance) readToShip(ctx context.Context, p Part, since, until int64, lim limits, tf string) (*unitRows, error) {
-	enc, _ := x.ship.(encodingShipper)
+	enc, _ := x.shipper().(encodingShipper)
 	return x.readInto(ctx, p, since, until, lim, tf, enc)
 }
 
@@ -531,27 +530,41 @@ type partResult struct {
 
 // exportPartition ships p's rows above its watermark, unit by unit, up to head. Each unit
 // is written as an intent before it is shipped and the watermark moves only after the
-// destination has it. Every write is a compare-and-set on the watermark's generation, so a
-// rewind or a hand edit between two units wins over what this loop decided.
+// destination has it (cursor.go: nextUnit decides, every write is a move whose loss the
+// moves' table explains), so a rewind or a hand edit between two units wins over what this
+// loop decided.
 //
-// The order of a unit's steps is fixed: decide it, write its intent, ship it, advance the
-// watermark. Two writes may become one, and only this way: when the next unit is read
-// ahead by the time one ships, the advance past the shipped unit also writes the next
-// unit's intent (decided from the rows read ahead, exactly as the next turn would decide
-// it). A crash after that write finds the intent and re-ships the same unit; a crash
-// before it finds the shipped unit's intent, as it always did. The watermark file then sees
-// one fsync'd write per unit instead of two. The price: the advance waits for the next
-// unit's read, so a crash in that wait re-ships the shipped unit, which every destination
-// recognises (same batch id, same object key).
+// The one merge of two writes: when the next unit is read ahead by the time one ships, the
+// settle of the shipped unit also writes the next unit's intent (decided from the rows read
+// ahead, exactly as the next turn would decide it). A crash after that write finds the
+// intent and re-ships the same unit; a crash before it finds the shipped unit's intent, as
+// it always did. The watermark file then sees one fsync'd write per unit instead of two.
+// The price: the settle waits for the next unit's read, so a crash in that wait re-ships
+// the shipped unit, which every destination recognises (same batch id, same object key).
 func (x *instance) exportPartition(ctx context.Context, p Part, head int64) partResult {
 	var res partResult
-	k := watermark.Key{Instance: x.name, Dataset: p.Dataset, Partition: p.Partition}
+	k := x.key(p)
 	lim := x.lim
 	log := x.log.With("dataset", p.Dataset, "partition", p.Partition)
 	var ahead *readAhead // the next unit's rows, read while a unit ships
 	defer func() { ahead.discard() }()
-	var st watermark.State
-	var next decided // a unit whose intent the last advance wrote; rows nil when none
+	// read is nextUnit's reader: the read ahead when it holds the rows asked for. A withheld
+	// partition's rows are counted, never shipped, so they are neither shaped nor encoded.
+	read := func(since, until int64, withheld bool) (*unitRows, error) {
+		defer x.step("read", time.Now())
+		if withheld {
+			ahead.discard()
+			ahead = nil
+			return x.read(ctx, p, since, until, lim, "")
+		}
+		tf := x.live.Load().transform
+		if rows := ahead.take(since, until, lim, tf); rows != nil {
+			return rows, nil
+		}
+		ahead = nil // used up
+		return x.readToShip(ctx, p, since, until, lim, tf)
+	}
+	var next decided // a unit whose intent the last settle wrote; rows nil when none
 	defer func() { next.rows.release() }()
 	for {
 		if err := ctx.Err(); err != nil {
@@ -560,114 +573,42 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 		}
 		var u watermark.Unit
 		var rows *unitRows
-		var err error
-		if next.rows != nil {
-			u, rows, next = next.u, next.rows, decided{}
-		} else if st, err = x.store.Get(k); err != nil {
-			res.err = err
-			return res
-		}
+		var at int64 // where the watermark stands while u is in flight
 		switch {
-		case rows != nil:
-			// Decided and written by the last advance.
-		case st.Intent != nil:
-			// A unit decided before a crash or a failed attempt: exactly those rows again.
-			u = *st.Intent
-			t := time.Now()
-			rows, err = x.readToShip(ctx, p, u.From, u.Last, limits{rows: 1 << 62}, u.Transform)
-			x.step("read", t)
-			if err != nil {
-				res.err = x.readFailed(ctx, k, st.Generation, err)
-				return res
-			}
-		case st.Seq > head:
-			// A rewind to the latest row may have passed this tick's head; only a hand edit
-			// (or state restored out of step with the cache) puts a watermark above the
-			// partition's current head, and adopted as it is it would skip the next rows
-			// silently. It is read as the edit meant it at the time it was made: every row
-			// ingested since the file changed is still to be exported.
-			to, ok, err := x.clampAbove(ctx, k, p, st.Seq)
-			if err != nil {
-				res.err = err
-				return res
-			}
-			if !ok {
-				return res
-			}
-			log.Warn("watermark is above the partition's head; clamped to the last row ingested before it was written", "watermark_seq", st.Seq, "clamped_to", to)
-			if _, err := x.store.Update(k, st.Generation, func(s *watermark.State) error {
-				s.Seq = to
-				return nil
-			}); err != nil && !errors.Is(err, watermark.ErrStale) {
-				res.err = err
-				return res
-			}
-			continue
-		case st.Seq == head:
-			return res // nothing new: no data file was opened
+		case next.rows != nil:
+			u, rows, at, next = next.u, next.rows, next.u.From, decided{} // its intent is written
 		default:
-			// A withheld partition's rows are counted, never shipped, so they are neither
-			// shaped nor encoded.
-			t := time.Now()
-			tf := x.live.Load().transform
-			read := x.readToShip
-			if x.withheld(p) {
-				read, tf = x.read, ""
-				ahead.discard()
-				ahead = nil
-			} else if rows = ahead.take(st.Seq, head, lim, tf); rows == nil {
-				ahead = nil // used up
-			}
-			if rows == nil {
-				if rows, err = read(ctx, p, st.Seq, head, lim, tf); err != nil {
-					res.err = x.readFailed(ctx, k, st.Generation, err)
-					return res
-				}
-			}
-			x.step("read", t)
-			if rows.rows == 0 {
-				// Every row in (Seq, head] is gone from the cache (retention records such
-				// losses as gaps when it forces them); nothing is left to ship.
-				if _, err := x.store.Update(k, st.Generation, func(s *watermark.State) error {
-					s.Seq = head
-					return nil
-				}); err != nil && !errors.Is(err, watermark.ErrStale) {
-					res.err = err
-					return res
-				}
-				continue
-			}
-			u = x.decide(p, st.Seq, rows)
-			if x.withheld(p) {
-				rows.release()
-				_, err := x.store.Update(k, st.Generation, func(s *watermark.State) error {
-					s.Seq, s.WithheldRows = u.Last, s.WithheldRows+u.Rows
-					return nil
-				})
-				switch {
-				case err == nil:
-					// Counted once the write landed: a lost compare-and-set reads the
-					// same rows again on the next turn and counts them then.
-					x.metrics.withheld.WithLabelValues(x.name, p.Dataset).Add(float64(u.Rows))
-				case !errors.Is(err, watermark.ErrStale):
-					res.err = err
-					return res
-				}
-				continue
-			}
-			t = time.Now()
-			st, err = x.store.Update(k, st.Generation, func(s *watermark.State) error {
-				s.Intent = &u
-				return nil
-			})
-			x.step("record", t)
+			pd, err := x.nextUnit(ctx, p, head, read)
 			if err != nil {
-				rows.release()
-				if errors.Is(err, watermark.ErrStale) {
+				res.err = err
+				return res
+			}
+			switch {
+			case pd.idle:
+				return res // nothing new: no data file was opened
+			case pd.replay:
+				// A unit decided before a crash or a failed attempt: exactly those rows again.
+				u, at = pd.u, pd.at
+				t := time.Now()
+				rows, err = x.readToShip(ctx, p, u.From, u.Last, limits{rows: 1 << 62}, u.Transform)
+				x.step("read", t)
+				if err != nil {
+					res.err = x.readFailed(ctx, k, err)
+					return res
+				}
+			default:
+				u, rows, at = pd.u, pd.rows, pd.at
+				t := time.Now()
+				_, landed, err := x.advance(k, moveIntent(u))
+				x.step("record", t)
+				if err != nil || !landed {
+					rows.release()
+					if err != nil {
+						res.err = err
+						return res
+					}
 					continue
 				}
-				res.err = err
-				return res
 			}
 		}
 		if x.hooks.afterIntent != nil {
@@ -688,32 +629,26 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 			if x.hooks.afterShip != nil {
 				x.hooks.afterShip(k, u)
 			}
-			now := x.now().UTC()
 			t = time.Now()
 			nx := x.decideAhead(p, ahead, u.Last, head, lim)
 			if nx.rows != nil {
 				x.step("read", t)
 			}
+			var nextIntent *watermark.Unit
+			if nx.rows != nil {
+				nextIntent = &nx.u
+			}
 			t = time.Now()
-			st, err = x.store.Update(k, st.Generation, func(s *watermark.State) error {
-				s.Seq, s.ExportedRows, s.Intent = u.Last, s.ExportedRows+rows.rows, nil
-				s.FilteredRows += rows.filtered()
-				s.LastExportAt, s.LastError = &now, ""
-				if nx.rows != nil {
-					s.Intent = &nx.u
-				}
-				return nil
-			})
+			_, landed, err := x.advance(k, moveSettle(inFlight{at, u}, rows.rows, rows.filtered(), x.now().UTC(), nextIntent))
 			x.step("record", t)
-			if errors.Is(err, watermark.ErrStale) {
+			if err != nil || !landed {
 				nx.rows.release()
+				if err != nil {
+					res.err = err
+					return res
+				}
 				log.Info("watermark moved while a unit was shipping; the new position wins", "unit_first", u.First, "unit_last", u.Last)
 				continue
-			}
-			if err != nil {
-				nx.rows.release()
-				res.err = err
-				return res
 			}
 			next = nx
 			if x.hooks.afterWatermark != nil {
@@ -740,12 +675,7 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 				q.Status = poison.status
 			}
 			log.Error("destination refused a unit as poison; quarantined it and moved past", "unit_first", u.First, "unit_last", u.Last, "rows", u.Rows, "file", q.File, "err", err)
-			if _, err := x.store.Update(k, st.Generation, func(s *watermark.State) error {
-				s.Seq, s.Intent = u.Last, nil
-				s.Quarantined = append(s.Quarantined, q)
-				s.LastError = fmt.Sprintf("quarantined seqs %d-%d: %v", u.First, u.Last, err)
-				return nil
-			}); err != nil && !errors.Is(err, watermark.ErrStale) {
+			if _, _, err := x.advance(k, moveQuarantine(inFlight{at, u}, q, err)); err != nil {
 				res.err = err
 				return res
 			}
@@ -754,10 +684,7 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 		case errors.Is(err, errTooLarge):
 			// Nothing of the unit was stored, so a smaller unit may replace the intent.
 			lim.rows = max(u.Rows/2, 1)
-			if _, err := x.store.Update(k, st.Generation, func(s *watermark.State) error {
-				s.Intent = nil
-				return nil
-			}); err != nil && !errors.Is(err, watermark.ErrStale) {
+			if _, _, err := x.advance(k, moveDrop(inFlight{at, u})); err != nil {
 				res.err = err
 				return res
 			}
@@ -768,11 +695,7 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 				return res
 			}
 			x.metrics.failures.WithLabelValues(x.name).Inc()
-			msg := err.Error()
-			_, _ = x.store.Update(k, st.Generation, func(s *watermark.State) error {
-				s.LastError = msg
-				return nil
-			})
+			_, _, _ = x.advance(k, moveNote(err.Error()))
 			res.err = fmt.Errorf("export seqs %d-%d: %w", u.First, u.Last, err)
 			return res
 		}
@@ -782,16 +705,12 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 // readFailed records a failure to read (or shape) a unit's rows as the partition's last
 // error, as a failed ship is, so that `sink status` shows why the partition does not move
 // (a transform that fails over its rows, a damaged file), and returns err.
-func (x *instance) readFailed(ctx context.Context, k watermark.Key, gen int64, err error) error {
+func (x *instance) readFailed(ctx context.Context, k watermark.Key, err error) error {
 	if ctx.Err() != nil {
 		return err // shutdown, not a failure
 	}
 	x.metrics.failures.WithLabelValues(x.name).Inc()
-	msg := err.Error()
-	_, _ = x.store.Update(k, gen, func(s *watermark.State) error {
-		s.LastError = msg
-		return nil
-	})
+	_, _, _ = x.advance(k, moveNote(err.Error()))
 	return err
 }
 
@@ -837,7 +756,7 @@ func (x *instance) shipUnit(ctx context.Context, p Part, u watermark.Unit, rows 
 		// transform kept none: there is nothing to write (SPEC 6: no empty files).
 		return 0, nil
 	}
-	return x.ship.ship(ctx, p, u, rows)
+	return x.shipper().ship(ctx, p, u, rows)
 }
 
 // newKeyLayout is the blob key layout of every unit decided now (SPEC 6); an intent decided
@@ -848,33 +767,6 @@ const newKeyLayout = int(blob.LayoutReserved)
 // from and their seq bounds only, so every retry of a unit carries the same one.
 func (x *instance) unitID(p Part, first, last int64) string {
 	return forward.BatchID(x.gateway, x.incarnation, p.Dataset, p.Partition, first, last)
-}
-
-// clampAbove decides where a watermark at seq goes when it is above the tick's head: false
-// when it is not above the partition's head now (a rewind to the latest row raced the
-// tick); else the largest seq ingested before the watermark file was last written.
-func (x *instance) clampAbove(ctx context.Context, k watermark.Key, p Part, seq int64) (int64, bool, error) {
-	pos, err := x.cache.Positions(p.Dataset, p.Partition)
-	if err != nil {
-		return 0, false, err
-	}
-	defer pos.Release()
-	if seq <= pos.Head {
-		return 0, false, nil
-	}
-	path, err := x.store.Path(k)
-	if err != nil {
-		return 0, false, err
-	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		return 0, false, fmt.Errorf("watermark %s: %w", path, err)
-	}
-	to, err := pos.SeqBefore(ctx, fi.ModTime())
-	if err != nil {
-		return 0, false, err
-	}
-	return min(to, pos.Head), true, nil
 }
 
 // hooks let crash tests stop the process at exact steps of a unit.

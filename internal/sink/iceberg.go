@@ -81,9 +81,12 @@ func (s *lakeSink) open(ctx context.Context) (*lake.Lake, error) {
 	return s.l, nil
 }
 
-// lakeTick is tick for an iceberg sink: every covered dataset's table in turn.
-func (x *instance) lakeTick(ctx context.Context, res RunResult) RunResult {
-	l, err := x.lake.open(ctx)
+// tableExporter commits units to an iceberg sink's tables.
+type tableExporter struct{ *lakeSink }
+
+// export commits every covered dataset's table in turn.
+func (e *tableExporter) export(ctx context.Context, x *instance, all []partHead, res RunResult) RunResult {
+	l, err := e.open(ctx)
 	if err != nil {
 		res.Status = "failed"
 		res.Errors = append(res.Errors, err.Error())
@@ -91,14 +94,11 @@ func (x *instance) lakeTick(ctx context.Context, res RunResult) RunResult {
 	}
 	parts := map[string][]partHead{}
 	var datasets []string
-	for _, ps := range x.cache.Status() {
-		if !x.covers(ps.Dataset) {
-			continue
+	for _, ph := range all {
+		if parts[ph.Dataset] == nil {
+			datasets = append(datasets, ph.Dataset)
 		}
-		if parts[ps.Dataset] == nil {
-			datasets = append(datasets, ps.Dataset)
-		}
-		parts[ps.Dataset] = append(parts[ps.Dataset], partHead{Part{Dataset: ps.Dataset, Partition: ps.Partition}, ps.HeadSeq})
+		parts[ph.Dataset] = append(parts[ph.Dataset], ph)
 	}
 	failed := 0
 	for _, ds := range datasets {
@@ -127,7 +127,7 @@ func (x *instance) lakeTick(ctx context.Context, res RunResult) RunResult {
 type tableUnit struct {
 	k    watermark.Key
 	p    Part
-	gen  int64 // of the state holding the unit's intent
+	at   int64 // where the watermark stands while u is in flight
 	u    watermark.Unit
 	rows *unitRows // nil for a unit found already committed
 }
@@ -184,22 +184,18 @@ func (x *instance) exportTable(ctx context.Context, l *lake.Lake, dataset string
 		for i := range units {
 			t := &units[i]
 			t.u.Commit = &watermark.TableCommit{ID: id, Snapshot: base}
-			st, err := x.store.Update(t.k, t.gen, func(s *watermark.State) error {
-				s.Intent = &t.u
-				return nil
-			})
-			if errors.Is(err, watermark.ErrStale) {
-				// A rewind or an edit: decide again. Intents already written name this
-				// commit id and are resolved (committed alone) first.
-				stale = true
-				break
-			}
+			_, landed, err := x.advance(t.k, moveIntent(t.u))
 			if err != nil {
 				release(units)
 				res.err = err
 				return res
 			}
-			t.gen = st.Generation
+			if !landed {
+				// A rewind or an edit: decide again. Intents already written name this
+				// commit id and are resolved (committed alone) first.
+				stale = true
+				break
+			}
 		}
 		if stale {
 			release(units)
@@ -232,12 +228,8 @@ func (x *instance) exportTable(ctx context.Context, l *lake.Lake, dataset string
 // partition, whatever step it failed at.
 func (x *instance) noteFailure(units []tableUnit, err error) {
 	x.metrics.failures.WithLabelValues(x.name).Inc()
-	msg := err.Error()
 	for _, t := range units {
-		_, _ = x.store.Update(t.k, t.gen, func(s *watermark.State) error {
-			s.LastError = msg
-			return nil
-		})
+		_, _, _ = x.advance(t.k, moveNote(err.Error()))
 	}
 }
 
@@ -247,7 +239,7 @@ func (x *instance) resolveIntents(ctx context.Context, l *lake.Lake, dataset str
 	groups := map[string][]tableUnit{}
 	var ids []string
 	for _, ph := range parts {
-		k := watermark.Key{Instance: x.name, Dataset: ph.Part.Dataset, Partition: ph.Part.Partition}
+		k := x.key(ph.Part)
 		st, err := x.store.Get(k)
 		if err != nil {
 			return err
@@ -257,10 +249,7 @@ func (x *instance) resolveIntents(ctx context.Context, l *lake.Lake, dataset str
 		}
 		if st.Intent.Commit == nil {
 			// Not written by a table sink, so no table commit holds it: decide afresh.
-			if _, err := x.store.Update(k, st.Generation, func(s *watermark.State) error {
-				s.Intent = nil
-				return nil
-			}); err != nil && !errors.Is(err, watermark.ErrStale) {
+			if _, _, err := x.advance(k, moveDrop(inFlight{st.Seq, *st.Intent})); err != nil {
 				return err
 			}
 			continue
@@ -269,7 +258,7 @@ func (x *instance) resolveIntents(ctx context.Context, l *lake.Lake, dataset str
 		if groups[id] == nil {
 			ids = append(ids, id)
 		}
-		groups[id] = append(groups[id], tableUnit{k: k, p: ph.Part, gen: st.Generation, u: *st.Intent})
+		groups[id] = append(groups[id], tableUnit{k: k, p: ph.Part, at: st.Seq, u: *st.Intent})
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
@@ -311,69 +300,27 @@ func (x *instance) resolveIntents(ctx context.Context, l *lake.Lake, dataset str
 }
 
 // nextUnits reads the next unit of every partition with rows above its watermark, moving
-// past what needs no commit (rows gone from the cache, withheld sources) on the way.
+// past what needs no commit (nextUnit) on the way.
 func (x *instance) nextUnits(ctx context.Context, parts []partHead) ([]tableUnit, error) {
 	var out []tableUnit
 	for _, ph := range parts {
-		k := watermark.Key{Instance: x.name, Dataset: ph.Part.Dataset, Partition: ph.Part.Partition}
-		for {
-			st, err := x.store.Get(k)
-			if err != nil {
-				release(out)
-				return nil, err
+		read := func(since, until int64, withheld bool) (*unitRows, error) {
+			tf := x.live.Load().transform
+			if withheld {
+				tf = "" // counted, never exported, so never shaped
 			}
-			if st.Intent != nil || st.Seq == ph.head {
-				break // an intent appeared under us (rewind raced): the next round resolves it
-			}
-			var next func(*watermark.State) error
-			var withheld int64 // rows next moves past for withhold_sources
-			if st.Seq > ph.head {
-				to, ok, err := x.clampAbove(ctx, k, ph.Part, st.Seq)
-				if err != nil {
-					release(out)
-					return nil, err
-				}
-				if !ok {
-					break
-				}
-				x.log.Warn("watermark is above the partition's head; clamped to the last row ingested before it was written", "dataset", ph.Part.Dataset, "partition", ph.Part.Partition, "watermark_seq", st.Seq, "clamped_to", to)
-				next = func(s *watermark.State) error { s.Seq = to; return nil }
-			} else {
-				tf := x.live.Load().transform
-				if x.withheld(ph.Part) {
-					tf = "" // counted, never exported, so never shaped
-				}
-				rows, err := x.read(ctx, ph.Part, st.Seq, ph.head, x.lim, tf)
-				if err != nil {
-					release(out)
-					return nil, err
-				}
-				switch {
-				case rows.rows == 0:
-					next = func(s *watermark.State) error { s.Seq = ph.head; return nil }
-				case x.withheld(ph.Part):
-					rows.release()
-					withheld = rows.rows
-					next = func(s *watermark.State) error { s.Seq, s.WithheldRows = rows.last, s.WithheldRows+withheld; return nil }
-				default:
-					u := x.decide(ph.Part, st.Seq, rows)
-					u.KeyLayout = 0 // a table has no object keys
-					out = append(out, tableUnit{k: k, p: ph.Part, gen: st.Generation, u: u, rows: rows})
-				}
-			}
-			if next == nil {
-				break
-			}
-			_, err = x.store.Update(k, st.Generation, next)
-			switch {
-			case err == nil && withheld > 0:
-				// Counted once the write landed, as the unit exporters do.
-				x.metrics.withheld.WithLabelValues(x.name, ph.Part.Dataset).Add(float64(withheld))
-			case err != nil && !errors.Is(err, watermark.ErrStale):
-				release(out)
-				return nil, err
-			}
+			return x.read(ctx, ph.Part, since, until, x.lim, tf)
 		}
+		pd, err := x.nextUnit(ctx, ph.Part, ph.head, read)
+		if err != nil {
+			release(out)
+			return nil, err
+		}
+		if pd.idle || pd.replay {
+			continue // an intent appeared under us (a rewind raced): the next round resolves it
+		}
+		pd.u.KeyLayout = 0 // a table has no object keys
+		out = append(out, tableUnit{k: x.key(ph.Part), p: ph.Part, at: pd.at, u: pd.u, rows: pd.rows})
 	}
 	return out, nil
 }
@@ -388,33 +335,13 @@ func (x *instance) settleUnits(units []tableUnit, res *partResult) error {
 		}
 	}
 	for _, t := range units {
-		settle := func(s *watermark.State) error {
-			s.Seq, s.ExportedRows, s.Intent = t.u.Last, s.ExportedRows+t.exported(), nil
-			s.FilteredRows += t.filtered()
-			s.LastExportAt, s.LastError = &now, ""
-			return nil
-		}
-		_, err := x.store.Update(t.k, t.gen, settle)
-		for errors.Is(err, watermark.ErrStale) {
-			// Something other than a rewind (retention's gap bookkeeping) may have written
-			// the state and left the intent: it is still this commit's and must go now, since
-			// the table's record of whether a commit landed (lake.PropLastCommit) holds only
-			// while no intent outlives its commit.
-			st, gerr := x.store.Get(t.k)
-			if gerr != nil {
-				return gerr
-			}
-			if st.Intent == nil || st.Intent.Commit == nil || *st.Intent.Commit != *t.u.Commit || st.Intent.Last != t.u.Last {
-				break
-			}
-			_, err = x.store.Update(t.k, st.Generation, settle)
-		}
-		if errors.Is(err, watermark.ErrStale) {
-			x.log.Info("watermark moved while a table commit was in flight; the new position wins", "dataset", t.p.Dataset, "partition", t.p.Partition, "unit_first", t.u.First, "unit_last", t.u.Last)
-			continue
-		}
+		_, landed, err := x.advance(t.k, moveSettle(inFlight{t.at, t.u}, t.exported(), t.filtered(), now, nil))
 		if err != nil {
 			return err
+		}
+		if !landed {
+			x.log.Info("watermark moved while a table commit was in flight; the new position wins", "dataset", t.p.Dataset, "partition", t.p.Partition, "unit_first", t.u.First, "unit_last", t.u.Last)
+			continue
 		}
 		if x.hooks.afterWatermark != nil {
 			x.hooks.afterWatermark(t.k, t.u)
@@ -468,11 +395,12 @@ type TableStatus struct {
 
 // tableStatus reads the table of every dataset the sink covers; nil for other sinks.
 func (x *instance) tableStatus(ctx context.Context, datasets []string) []TableStatus {
-	if x.lake == nil {
+	table := x.table()
+	if table == nil {
 		return nil
 	}
 	out := []TableStatus{}
-	l, err := x.lake.open(ctx)
+	l, err := table.open(ctx)
 	for _, ds := range datasets {
 		if !x.covers(ds) {
 			continue

@@ -66,12 +66,12 @@ func (d *Driver) Maintain(ctx context.Context, req MaintainRequest) ([]MaintainR
 	if err != nil {
 		return nil, err
 	}
-	if req.Instance != "" && sel[0].lake == nil {
+	if req.Instance != "" && sel[0].table() == nil {
 		return nil, fmt.Errorf("sink %q is a %s sink: %w", req.Instance, sel[0].cfg.Type, ErrNotIceberg)
 	}
 	out := []MaintainResult{}
 	for _, x := range sel {
-		if x.lake == nil {
+		if x.table() == nil {
 			continue
 		}
 		select {
@@ -127,7 +127,7 @@ func (x *instance) maintain(ctx context.Context, compact, dryRun bool) MaintainR
 	if x.broken != nil {
 		return fail(x.broken)
 	}
-	l, err := x.lake.open(ctx)
+	l, err := x.table().open(ctx)
 	if err != nil {
 		return fail(err)
 	}

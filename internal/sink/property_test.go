@@ -175,7 +175,7 @@ func (m *propModel) newDriver(t *rapid.T) {
 			}
 			return nil
 		}
-		x.ship, x.lim = f, f.lim
+		x.exp, x.lim = &unitExporter{f}, f.lim
 		m.fakes[x.name] = f
 	}
 	m.d = d
@@ -759,7 +759,7 @@ func TestConcurrentExportAndMaintenanceExactlyOnce(t *testing.T) {
 	fwd := &fwdModel{stored: map[string]map[int64]int64{}}
 	dests := map[string]*syncedDest{blobSinkName: {put: blob.put}, fwdSinkName: {put: fwd.put}}
 	for _, x := range d.insts {
-		x.ship, x.lim = &fakeShipper{deliver: dests[x.name].deliver}, limits{rows: 5}
+		x.exp, x.lim = &unitExporter{&fakeShipper{deliver: dests[x.name].deliver}}, limits{rows: 5}
 	}
 
 	dur := 1500 * time.Millisecond

@@ -158,7 +158,7 @@ func (fc forwardCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (fc forwardCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, x := range fc.d.insts {
-		f, ok := x.ship.(*forwardShipper)
+		f, ok := x.shipper().(*forwardShipper)
 		if !ok {
 			continue
 		}

@@ -281,11 +281,11 @@ func newTestDriver(t tb, home string, c Cache, sinks map[string]config.Sink, uni
 	}
 	fakes := map[string]*fakeShipper{}
 	for _, x := range d.insts {
-		if _, ok := x.ship.(*blobShipper); !ok {
-			t.Fatalf("sink %s: shipper is %T, want *blobShipper", x.name, x.ship)
+		if _, ok := x.shipper().(*blobShipper); !ok {
+			t.Fatalf("sink %s: shipper is %T, want *blobShipper", x.name, x.shipper())
 		}
 		f := &fakeShipper{lim: limits{rows: unitRows}}
-		x.ship, x.lim = f, f.lim
+		x.exp, x.lim = &unitExporter{f}, f.lim
 		fakes[x.name] = f
 	}
 	return d, fakes
@@ -457,7 +457,7 @@ func (e *env) restart(t *testing.T, unitRows int64) {
 		old.mu.Lock()
 		f.calls, f.fail, f.deliver = old.calls, old.fail, old.deliver
 		old.mu.Unlock()
-		d.inst(t, name).ship = f
+		d.inst(t, name).exp = &unitExporter{f}
 	}
 	e.d, e.fakes = d, fakes
 }
@@ -1680,5 +1680,45 @@ func TestExportUnderHomePathWithSpecialCharacters(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGapWriteDuringShipIsNotStale: retention's gap bookkeeping writes the watermark file
+// while a unit ships; the settle stands on the position and the intent, which the gap write
+// left alone, so it lands: no "new position wins", no unit shipped twice.
+func TestGapWriteDuringShipIsNotStale(t *testing.T) {
+	e := newEnv(t, 3)
+	ids := e.l.ingest(t, e.c, "a", 9)
+	seqs := e.l.seqs(ids)
+	x := e.d.inst(t, "s1")
+	k := key("s1", "a")
+	wrote := false
+	x.hooks.afterShip = func(hk watermark.Key, u watermark.Unit) {
+		if wrote || hk != k || u.First != seqs[3] {
+			return
+		}
+		wrote = true
+		// A pending gap for rows far above the unit, as a forced prune records before its
+		// delete, then settled away: two writes, each bumping the generation.
+		if err := e.d.RecordLosses(testDataset, k.Partition, []cache.Loss{{Consumer: "s1", First: 1 << 40, Last: 1<<40 + 1, Rows: 2}}, "test"); err != nil {
+			t.Error(err)
+		}
+		if err := e.d.SettleGaps(testDataset, k.Partition, 0); err != nil {
+			t.Error(err)
+		}
+	}
+	res := runNow(t, e.d, "s1")
+	if !wrote || res.Status != "ok" || res.Rows != 9 || res.Units != 3 {
+		t.Fatalf("run: %+v (gap written %v)", res, wrote)
+	}
+	var froms []int64
+	for _, c := range e.fakes["s1"].all() {
+		froms = append(froms, c.Unit.From)
+	}
+	if want := []int64{0, seqs[2], seqs[5]}; !slices.Equal(froms, want) {
+		t.Fatalf("units start at %v, want %v: a gap write must not re-ship the unit in flight", froms, want)
+	}
+	if st := getWM(t, e.d, k); st.Seq != seqs[8] || st.ExportedRows != 9 || st.Intent != nil {
+		t.Fatalf("watermark at the end: %+v", st)
 	}
 }

@@ -67,7 +67,7 @@ func (d *Driver) Status(ctx context.Context, name string) ([]InstanceStatus, err
 		if x.broken != nil {
 			is.Error = x.broken.Error()
 		}
-		if f, ok := x.ship.(*forwardShipper); ok {
+		if f, ok := x.shipper().(*forwardShipper); ok {
 			is.Replica = f.client.State().Current
 		}
 		for _, cp := range parts {

@@ -3,9 +3,10 @@
 //
 // A file holds the watermark (every row with seq <= Seq is exported, skipped or recorded as
 // a gap), the intent of the unit being shipped, a generation that grows with every write,
-// and what operators need to see (errors, gaps, quarantined units). Writes are
-// compare-and-set on the generation, so an operator's rewind and an export in flight can
-// never overwrite each other: whichever writes second sees a new generation and re-reads.
+// and what operators need to see (errors, gaps, quarantined units). Every write states what
+// it requires of the state (a Requirement: the generation it read, the position, the unit
+// in flight), so an operator's rewind and an export in flight can never overwrite each
+// other: whichever writes second finds its requirement broken and re-reads.
 // Before every write the file on disk is compared with what this store last wrote; a file
 // changed by hand is adopted as the truth, logged, and never clobbered. The comparison is
 // made twice: when the write is decided, and again once the new contents are durable in
@@ -34,8 +35,8 @@ import (
 // Version is the file format version this store writes.
 const Version = 1
 
-// ErrStale means the state changed (a rewind, a hand edit) since the caller read it; the
-// caller must re-read and decide again.
+// ErrStale means the state no longer meets a write's Requirement (a rewind, a hand edit
+// changed what the write stood on); the caller must re-read and decide again.
 var ErrStale = errors.New("watermark changed since it was read")
 
 // Key names one watermark.
@@ -338,11 +339,80 @@ func (s *Store) write(k Key, e *entry, st State, expect []byte) error {
 	return nil
 }
 
-// Update applies fn to the state of k and writes it, if k's generation is still gen (the
-// generation of the state the caller decided on). Otherwise it returns the current state
-// and ErrStale, writing nothing. A nil error from fn with no change still writes, bumping
-// the generation. fn returning an error aborts the update with that error.
+// A Requirement is what a write needs of the state it changes. The store checks it against
+// the current state (an edit by hand adopted first) and, when it does not hold, writes
+// nothing and returns ErrStale. As iceberg-go's commit requirements do, a writer states what
+// its decision stands on rather than which version of the file it read, so a write that
+// changed nothing it stands on (retention's gap bookkeeping, an error noted) does not make
+// it stale, while a rewind or an edit of the position or the intent always does.
+type Requirement struct {
+	kind reqKind
+	gen  int64
+	seq  int64
+	unit Unit
+}
+
+type reqKind int
+
+const (
+	reqNone reqKind = iota
+	reqGeneration
+	reqPosition
+	reqIntent
+)
+
+// AtGeneration requires that nothing was written since the caller read generation gen: the
+// compare-and-set of writers that rewrite the whole decision (an operator's rewind).
+func AtGeneration(gen int64) Requirement { return Requirement{kind: reqGeneration, gen: gen} }
+
+// AtPosition requires the watermark at seq with no unit in flight: what deciding the next
+// unit above seq stands on.
+func AtPosition(seq int64) Requirement { return Requirement{kind: reqPosition, seq: seq} }
+
+// HoldsIntent requires u still in flight and the watermark still at seq, as the caller
+// found them: what settling, retrying or dropping u stands on. (seq is u.From for a unit
+// this process decided; a hand edit may have left another beside an intent, which then
+// stands as found.)
+func HoldsIntent(seq int64, u Unit) Requirement {
+	return Requirement{kind: reqIntent, seq: seq, unit: u}
+}
+
+// Anyway requires nothing: for notes (an error) that hold whatever the position is.
+func Anyway() Requirement { return Requirement{} }
+
+// holds reports whether st meets r.
+func (r Requirement) holds(st State) bool {
+	switch r.kind {
+	case reqGeneration:
+		return st.Generation == r.gen
+	case reqPosition:
+		return st.Seq == r.seq && st.Intent == nil
+	case reqIntent:
+		return st.Intent != nil && st.Seq == r.seq && sameUnit(*st.Intent, r.unit)
+	}
+	return true
+}
+
+// sameUnit compares two units field by field (Commit by value).
+func sameUnit(a, b Unit) bool {
+	ac, bc := a.Commit, b.Commit
+	a.Commit, b.Commit = nil, nil
+	if a != b || (ac == nil) != (bc == nil) {
+		return false
+	}
+	return ac == nil || *ac == *bc
+}
+
+// Update is Apply requiring generation gen (AtGeneration).
 func (s *Store) Update(k Key, gen int64, fn func(*State) error) (State, error) {
+	return s.Apply(k, AtGeneration(gen), fn)
+}
+
+// Apply applies fn to the state of k and writes it, if the state meets req. Otherwise it
+// returns the current state and ErrStale, writing nothing. A nil error from fn with no
+// change still writes, bumping the generation. fn returning an error aborts the update with
+// that error.
+func (s *Store) Apply(k Key, req Requirement, fn func(*State) error) (State, error) {
 	e := s.entry(k)
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -350,7 +420,7 @@ func (s *Store) Update(k Key, gen int64, fn func(*State) error) (State, error) {
 	if err != nil {
 		return State{}, err
 	}
-	if cur.Generation != gen {
+	if !req.holds(cur) {
 		return cur, ErrStale
 	}
 	next := cur
