@@ -83,7 +83,7 @@ func (g *generation) worthCompacting() bool {
 // space comes back when a compaction retires the generation (live files are only linked,
 // so that costs little).
 func (g *generation) holdsDeadFiles() bool {
-	ents, err := os.ReadDir(filepath.Join(g.dir, "data"))
+	ents, err := os.ReadDir(tableDir(g.dir).data())
 	if err != nil {
 		return false
 	}
@@ -281,7 +281,7 @@ func (g *generation) carry(ctx context.Context, snap, cur *generation, link func
 		snapMax = max(snapMax, f.MaxSeq)
 	}
 	var added []string
-	dataDir := filepath.Join(g.dir, "data")
+	dataDir := tableDir(g.dir).data()
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return err
 	}
@@ -342,7 +342,7 @@ func (g *generation) fill(ctx context.Context, old *generation, settledRows int6
 	if err := tx.SetProperties(old.marks.props()); err != nil {
 		return nil, 0, err
 	}
-	dataDir := filepath.Join(g.dir, "data")
+	dataDir := tableDir(g.dir).data()
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, 0, err
 	}

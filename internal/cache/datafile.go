@@ -52,7 +52,7 @@ func (g *generation) fileWriter(ctx context.Context) (*fileWriter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &fileWriter{dir: filepath.Join(g.dir, "data"), target: targetFileBytes, sc: sc, schema: g.tbl.Schema(), spec: g.tbl.Spec(), props: g.tbl.Properties(), fio: fio}, nil
+	return &fileWriter{dir: tableDir(g.dir).data(), target: targetFileBytes, sc: sc, schema: g.tbl.Schema(), spec: g.tbl.Spec(), props: g.tbl.Properties(), fio: fio}, nil
 }
 
 // append writes rdr's records, which have w.sc's columns, into new data files and adds them

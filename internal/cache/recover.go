@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -29,35 +27,6 @@ import (
 // are never lost to a missing pointer, and what cannot be put back is kept and recorded as
 // a loss. A garbled newest metadata file is kept aside first (setAsideBadMetadata), so the
 // catalog loads the newest complete version.
-
-var metadataVersion = regexp.MustCompile(`^v([0-9]+)\.metadata\.json$`)
-
-// versionHint is the file the hadoop catalog writes after every commit; other Iceberg
-// readers trust it to name the current version.
-const versionHint = "version-hint.text"
-
-// metadataVersions lists the vN.metadata.json files in mdir, newest first.
-func metadataVersions(mdir string) ([]int, error) {
-	ents, err := os.ReadDir(mdir)
-	if err != nil {
-		return nil, err
-	}
-	var vs []int
-	for _, e := range ents {
-		if m := metadataVersion.FindStringSubmatch(e.Name()); m != nil && !e.IsDir() {
-			if v, err := strconv.Atoi(m[1]); err == nil {
-				vs = append(vs, v)
-			}
-		}
-	}
-	slices.Sort(vs)
-	slices.Reverse(vs)
-	return vs, nil
-}
-
-func metadataPath(mdir string, v int) string {
-	return filepath.Join(mdir, "v"+strconv.Itoa(v)+".metadata.json")
-}
 
 // keepDir is where the writer keeps the files of p it had to take out of a table.
 func (ts *tableSet) keepDir(p *Partition) (string, error) {
@@ -93,8 +62,8 @@ func (ts *tableSet) keep(p *Partition, gen, path string) (string, error) {
 // version present, loads the newest complete one. It never removes the last version: a
 // table with no complete metadata at all is set aside whole by the caller.
 func (ts *tableSet) setAsideBadMetadata(p *Partition, gen string) error {
-	mdir := filepath.Join(p.dir, gen, "metadata")
-	vs, err := metadataVersions(mdir)
+	td := tableDir(filepath.Join(p.dir, gen))
+	vs, err := td.metadataVersions()
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil
@@ -105,7 +74,7 @@ func (ts *tableSet) setAsideBadMetadata(p *Partition, gen string) error {
 		if i == len(vs)-1 {
 			return nil
 		}
-		path := metadataPath(mdir, v)
+		path := td.metadataFile(v)
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return fmt.Errorf("read %s: %w", path, err)
@@ -136,9 +105,9 @@ func (ts *tableSet) setAsideBadMetadata(p *Partition, gen string) error {
 // write cut short whose rows were never committed, and it stays where it is.
 func (ts *tableSet) recoverFiles(ctx context.Context, p *Partition) error {
 	g := p.gen
-	paths, err := filepath.Glob(filepath.Join(g.dir, "data", "*.parquet"))
-	if err != nil || len(paths) == 0 {
-		return err
+	paths := tableDir(g.dir).dataFiles()
+	if len(paths) == 0 {
+		return nil
 	}
 	named := make(map[string]bool, len(g.files))
 	for _, f := range g.files {
@@ -266,7 +235,7 @@ func (g *generation) unnamedEntries(ctx context.Context) map[string]FileInfo {
 	if snap := g.tbl.CurrentSnapshot(); snap != nil {
 		current = filepath.Clean(localPath(snap.ManifestList))
 	}
-	lists, _ := filepath.Glob(filepath.Join(g.dir, "metadata", "snap-*.avro"))
+	lists := tableDir(g.dir).manifestLists()
 	out := map[string]FileInfo{}
 	for _, l := range lists {
 		if filepath.Clean(l) == current {
@@ -301,19 +270,19 @@ func (g *generation) unnamedEntries(ctx context.Context) map[string]FileInfo {
 // from, when a lost or garbled newer version left it naming one that is not there.
 func (ts *tableSet) fixVersionHint(p *Partition) error {
 	g := p.gen
-	m := metadataVersion.FindStringSubmatch(filepath.Base(localPath(g.tbl.MetadataLocation())))
-	if m == nil || g.moved != "" {
+	v, ok := metadataVersionOf(filepath.Base(localPath(g.tbl.MetadataLocation())))
+	if !ok || g.moved != "" {
 		return nil
 	}
-	path := filepath.Join(g.dir, "metadata", versionHint)
+	path := tableDir(g.dir).versionHint()
 	b, err := os.ReadFile(path)
-	if err == nil && strings.TrimSpace(string(b)) == m[1] {
+	if err == nil && strings.TrimSpace(string(b)) == v {
 		return nil
 	}
-	if err := fsutil.WriteFileAtomic(path, []byte(m[1]), 0o600); err != nil {
-		return fmt.Errorf("table %v: rewrite %s: %w", g.ident, versionHint, err)
+	if err := fsutil.WriteFileAtomic(path, []byte(v), 0o600); err != nil {
+		return fmt.Errorf("table %v: rewrite %s: %w", g.ident, filepath.Base(path), err)
 	}
 	ts.notes = append(ts.notes, fmt.Sprintf("partition %s/%s: %s named version %q; it now names %s, the newest complete one",
-		p.Dataset, p.Name(), path, strings.TrimSpace(string(b)), m[1]))
+		p.Dataset, p.Name(), path, strings.TrimSpace(string(b)), v))
 	return nil
 }

@@ -13,12 +13,12 @@ import (
 // newestMetadata is the path of the highest metadata version of p's current generation.
 func newestMetadata(t *testing.T, p *Partition) string {
 	t.Helper()
-	mdir := filepath.Join(p.gen.dir, "metadata")
-	vs, err := metadataVersions(mdir)
+	td := tableDir(p.gen.dir)
+	vs, err := td.metadataVersions()
 	if err != nil || len(vs) == 0 {
-		t.Fatalf("metadata versions in %s: %v %v", mdir, vs, err)
+		t.Fatalf("metadata versions in %s: %v %v", td.metadata(), vs, err)
 	}
-	return metadataPath(mdir, vs[0])
+	return td.metadataFile(vs[0])
 }
 
 // TestLostNewestMetadataLosesNothing: three flushes are committed and their log released;
@@ -56,7 +56,7 @@ func TestLostNewestMetadataLosesNothing(t *testing.T) {
 			before, _, _ := collect(t, c, "logs", "source=web", 0, 1<<62)
 			p := c.tables.lookup("logs", "source=web")
 			newest := newestMetadata(t, p)
-			hint := filepath.Join(filepath.Dir(newest), versionHint)
+			hint := tableDir(p.gen.dir).versionHint()
 			if err := c.Close(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -77,7 +77,7 @@ func TestLostNewestMetadataLosesNothing(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if v, _ := strconv.Atoi(strings.TrimSpace(string(b))); v == 0 || !fileExists(metadataPath(filepath.Dir(hint), v)) {
+			if v, _ := strconv.Atoi(strings.TrimSpace(string(b))); v == 0 || !fileExists(tableDir(filepath.Dir(filepath.Dir(hint))).metadataFile(v)) {
 				t.Errorf("version hint %q names no metadata file", b)
 			}
 			if c.tables.lookup("logs", "source=web").HeadSeq() != before[len(before)-1] {

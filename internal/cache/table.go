@@ -162,8 +162,8 @@ func createGeneration(ctx context.Context, cat *hadoop.Catalog, warehouse string
 	// iceberg-go joins file names onto the table location as a URL; a plain path with a
 	// space, '%', '?', '#' or non-ASCII would come back escaped or cut, and the files would
 	// land elsewhere. Escaped file:// URIs round-trip through its LocalFS.
-	props[table.WriteDataPathKey] = fileURI(filepath.Join(dir, "data"))
-	props[table.WriteMetadataPathKey] = fileURI(filepath.Join(dir, "metadata"))
+	props[table.WriteDataPathKey] = fileURI(tableDir(dir).data())
+	props[table.WriteMetadataPathKey] = fileURI(tableDir(dir).metadata())
 	tbl, err := cat.CreateTable(ctx, ident, sc, catalog.WithProperties(props))
 	if err != nil {
 		return nil, fmt.Errorf("create table %v: %w", ident, err)
@@ -184,9 +184,9 @@ func loadGeneration(ctx context.Context, cat *hadoop.Catalog, warehouse string, 
 	defer lk.Unlock()
 	if g.tbl, err = cat.LoadTable(ctx, ident); err != nil {
 		// The catalog loads the newest version; its error does not always say which file.
-		mdir := filepath.Join(g.dir, "metadata")
-		if vs, verr := metadataVersions(mdir); verr == nil && len(vs) > 0 && !strings.Contains(err.Error(), mdir) {
-			return nil, fmt.Errorf("load table %v from %s: %w", ident, metadataPath(mdir, vs[0]), err)
+		td := tableDir(g.dir)
+		if vs, verr := td.metadataVersions(); verr == nil && len(vs) > 0 && !strings.Contains(err.Error(), td.metadata()) {
+			return nil, fmt.Errorf("load table %v from %s: %w", ident, td.metadataFile(vs[0]), err)
 		}
 		return nil, fmt.Errorf("load table %v: %w", ident, err)
 	}
@@ -417,7 +417,7 @@ func (g *generation) sweep(ctx context.Context) {
 	}
 	prev := g.prevLive
 	g.prevLive = live
-	mdir := filepath.Join(g.dir, "metadata")
+	mdir := tableDir(g.dir).metadata()
 	ents, err := os.ReadDir(mdir)
 	if err != nil {
 		return
@@ -615,6 +615,6 @@ func readersLockPath(genDir string) string { return filepath.Join(genDir, "reade
 func viewsLockPath(cacheDir string) string { return filepath.Join(cacheDir, "views.lock") }
 
 func genExists(genDir string) bool {
-	_, err := os.Stat(filepath.Join(genDir, "metadata"))
+	_, err := os.Stat(tableDir(genDir).metadata())
 	return err == nil
 }

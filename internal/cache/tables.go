@@ -435,7 +435,7 @@ func (ts *tableSet) setAsideGeneration(pdir, dataset string, cause error) error 
 	}
 	gdir := filepath.Join(pdir, name)
 	x := Lost{Dataset: dataset, Partition: rec.Partition, Reason: "unreadable table: " + cause.Error(), DetectedAt: time.Now().UTC()}
-	files, _ := filepath.Glob(filepath.Join(gdir, "data", "*.parquet"))
+	files := tableDir(gdir).dataFiles()
 	for _, f := range files {
 		fi, err := footerInfo(f)
 		if err != nil || fi.Rows == 0 {
@@ -502,9 +502,13 @@ func footerInfo(path string) (fi FileInfo, err error) {
 // cache's lock: no other committer can own a claim. The commit a claim stood for never
 // completed, and the log still holds its rows.
 func clearClaims(pdir string) error {
-	claims, err := filepath.Glob(filepath.Join(pdir, "gen-*", "metadata", "*.metadata.json.claim"))
+	gens, err := filepath.Glob(filepath.Join(pdir, "gen-*"))
 	if err != nil {
 		return err
+	}
+	var claims []string
+	for _, g := range gens {
+		claims = append(claims, tableDir(g).claims()...)
 	}
 	for _, c := range claims {
 		if err := os.Remove(c); err != nil && !errors.Is(err, os.ErrNotExist) {
