@@ -215,7 +215,7 @@ type front struct {
 // GOGC (100, or the environment's): 150 measured 2-4% more records a second on 2026-12-01,
 // but once OTLP/JSON stopped allocating a 4 MiB chunk a request it measured the same CPU a
 // record as 100 for 10-15 MiB more peak RSS, which the 100 MiB target cannot spare
-// (docs/PERFORMANCE.md, 2026-12-04).
+// (docs/PERFORMANCE-LOG.md, "2026-12-04: memory under load").
 func limitMemory(limit int64, log *slog.Logger) {
 	if limit <= 0 || os.Getenv("GOMEMLIMIT") != "" {
 		return
