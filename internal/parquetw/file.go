@@ -6,17 +6,41 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 )
 
-// createdBy names the writer in every footer. Readers distrust the statistics of writers
-// versioned below 1.8.0 (PARQUET-251: parquet-mr wrote wrong string bounds), so the version
-// is the format's this writer follows, not hyp's.
-const createdBy = "hyp parquetw version 2.6.0"
+// createdBy names the writer in every footer: "hyp version <v> (build <commit>)", the
+// grammar every reader parses (parquet-mr's VersionParser, arrow's AppVersion). Readers
+// judge statistics by it only for their own past writers (parquet-mr before 1.8.0 wrote
+// wrong string bounds, PARQUET-251); a created_by they cannot parse makes parquet-mr ignore
+// every string column's statistics, so nothing but the build comment may hold parentheses.
+var createdBy = writerName(debug.ReadBuildInfo())
+
+// writerName is createdBy from the binary's build information: the module version, or
+// "devel" for a build from a work tree, and the commit when the build recorded one.
+func writerName(bi *debug.BuildInfo, ok bool) string {
+	v, rev := "devel", ""
+	if ok {
+		if mv := bi.Main.Version; mv != "" && !strings.ContainsAny(mv, "() ") {
+			v = mv
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && s.Value != "" {
+				rev = s.Value[:min(12, len(s.Value))]
+			}
+		}
+	}
+	if rev == "" {
+		return "hyp version " + v
+	}
+	return "hyp version " + v + " (build " + rev + ")"
+}
 
 // maxColumnWorkers bounds how many cores one file's encoding takes.
 const maxColumnWorkers = 4

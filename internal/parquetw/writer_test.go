@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"regexp"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -397,4 +399,35 @@ func TestLevelsAcrossRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkFile(t, buf.Bytes(), schema, all, 64<<10)
+}
+
+// TestWriterName: created_by parses, as hyp's, by parquet-mr's grammar (VersionParser's
+// pattern, matched whole: a string it cannot parse makes parquet-mr ignore string
+// statistics) and by arrow's, whatever the build recorded.
+func TestWriterName(t *testing.T) {
+	parquetMR := regexp.MustCompile(`^(.*?)\s+version\s*(?:([^(]*?)\s*(?:\(\s*build\s*([^)]*?)\s*\))?)?$`)
+	for _, tc := range []struct {
+		bi   *debug.BuildInfo
+		ok   bool
+		want string
+	}{
+		{nil, false, "hyp version devel"},
+		{&debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, true, "hyp version devel"},
+		{&debug.BuildInfo{Main: debug.Module{Version: "v1.2.3"}, Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef0123"}}}, true, "hyp version v1.2.3 (build 0123456789ab)"},
+		{&debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "abc"}}}, true, "hyp version devel (build abc)"},
+	} {
+		got := writerName(tc.bi, tc.ok)
+		if got != tc.want {
+			t.Errorf("writerName = %q, want %q", got, tc.want)
+		}
+		if m := parquetMR.FindStringSubmatch(got); m == nil || m[1] != "hyp" {
+			t.Errorf("%q: parquet-mr's grammar reads %q", got, m)
+		}
+		if av := metadata.NewAppVersion(got); av.App != "hyp" {
+			t.Errorf("%q: arrow reads application %q", got, av.App)
+		}
+	}
+	if m := parquetMR.FindStringSubmatch(createdBy); m == nil || m[1] != "hyp" {
+		t.Errorf("this binary's created_by %q: parquet-mr's grammar reads %q", createdBy, m)
+	}
 }
