@@ -123,23 +123,9 @@ func lakeTables(ctx context.Context, dir, instance string) ([]query.Table, func(
 	if err != nil {
 		return nil, nil, err
 	}
-	l, err := sink.OpenLake(ctx, cfg, instance)
+	t, done, err := sink.QueryTables(ctx, cfg, instance)
 	if errors.Is(err, sink.ErrUnknownSink) || errors.Is(err, sink.ErrNotIceberg) {
 		return nil, nil, usageError{err}
 	}
-	if err != nil {
-		return nil, nil, err
-	}
-	defer l.Close()
-	scratch, err := os.MkdirTemp("", "hyp-query-")
-	if err != nil {
-		return nil, nil, err
-	}
-	done := func() { os.RemoveAll(scratch) }
-	tfs, err := l.Tables(ctx, scratch)
-	if err != nil {
-		done()
-		return nil, nil, err
-	}
-	return query.FromLake(l.Namespace(), tfs), done, nil
+	return t, done, err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/hyp-project/hyp/internal/config"
 	"github.com/hyp-project/hyp/internal/lake"
 	"github.com/hyp-project/hyp/internal/partition"
+	"github.com/hyp-project/hyp/internal/query"
 	"github.com/hyp-project/hyp/internal/watermark"
 )
 
@@ -66,6 +68,28 @@ func OpenLake(ctx context.Context, cfg *config.Config, instance string) (*lake.L
 		return nil, fmt.Errorf("sink %q is a %s sink: %w", instance, sc.Type, ErrNotIceberg)
 	}
 	return lake.Open(ctx, LakeOptions(sc, "", instance))
+}
+
+// QueryTables describes the tables of cfg's iceberg sink instance for `query sql --sink`,
+// reading them as a stranger would (OpenLake); done removes the local copies of files an S3
+// warehouse needed, once the query no longer reads them.
+func QueryTables(ctx context.Context, cfg *config.Config, instance string) (tables []query.Table, done func(), err error) {
+	l, err := OpenLake(ctx, cfg, instance)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer l.Close()
+	scratch, err := os.MkdirTemp("", "hyp-query-")
+	if err != nil {
+		return nil, nil, err
+	}
+	done = func() { os.RemoveAll(scratch) }
+	tfs, err := l.Tables(ctx, scratch)
+	if err != nil {
+		done()
+		return nil, nil, err
+	}
+	return query.FromLake(l.Namespace(), tfs), done, nil
 }
 
 func (s *lakeSink) open(ctx context.Context) (*lake.Lake, error) {
