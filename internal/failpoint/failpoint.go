@@ -1,8 +1,11 @@
 // Package failpoint owns hyp's crash-test switch, the HYP_FAILPOINT environment variable
 // `<step>:<n>`: the n-th time the process reaches step it kills itself with SIGKILL, so tests
-// can prove exactly-once at every step against the real binary. Unset, it costs one
-// comparison per step. The steps are named by the packages that place them; this package
-// never decides where a process may die.
+// can prove exactly-once at every step against the real binary. Unset, a step costs a nil
+// check. The steps are named by the packages that place them (sink, server, cluster; the
+// README lists them); this package never decides where a process may die.
+//
+// At is the one way in. The switch and its count are the process's, as the environment
+// variable is: every place that reaches a step counts towards the same n.
 package failpoint
 
 import (
@@ -16,30 +19,34 @@ import (
 // Env names the switch.
 const Env = "HYP_FAILPOINT"
 
-// Get reads the switch: the step it names ("" when unset) and on which hit to kill.
-func Get() (step string, n int64) {
+// switched is the step the switch names, its n, and the hits so far, read once.
+var switched = func() struct {
+	step string
+	n    int64
+	hits *atomic.Int64
+} {
 	step, count, _ := strings.Cut(os.Getenv(Env), ":")
-	v, err := strconv.ParseInt(count, 10, 64)
-	if err != nil || v < 1 {
-		v = 1
+	n, err := strconv.ParseInt(count, 10, 64)
+	if err != nil || n < 1 {
+		n = 1
 	}
-	return step, v
-}
+	return struct {
+		step string
+		n    int64
+		hits *atomic.Int64
+	}{step, n, new(atomic.Int64)}
+}()
 
-// Kill counts a hit on seen and kills the process on the n-th; it never returns then.
-func Kill(seen *atomic.Int64, n int64) {
-	if seen.Add(1) == n {
-		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		select {} // the signal is on its way; never run the next step
-	}
-}
-
-// At returns what a step calls: nil unless the switch names step.
+// At returns what a step calls when the process reaches it: nil unless the switch names
+// step; else a func that counts a hit and, on the n-th, kills the process and never returns.
 func At(step string) func() {
-	s, n := Get()
-	if s != step {
+	if step == "" || switched.step != step {
 		return nil
 	}
-	var seen atomic.Int64
-	return func() { Kill(&seen, n) }
+	return func() {
+		if switched.hits.Add(1) == switched.n {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // the signal is on its way; never run the next step
+		}
+	}
 }

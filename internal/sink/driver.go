@@ -38,6 +38,7 @@ import (
 
 	"github.com/hyp-project/hyp/internal/cache"
 	"github.com/hyp-project/hyp/internal/config"
+	"github.com/hyp-project/hyp/internal/failpoint"
 	"github.com/hyp-project/hyp/internal/home"
 	"github.com/hyp-project/hyp/internal/partition"
 	"github.com/hyp-project/hyp/internal/watermark"
@@ -149,9 +150,8 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 	slices.Sort(names)
 	var gateway string
 	var conflict error // a gateway identity conflict: forward sinks refuse to send
-	var failpointHits atomic.Int64
-	d.afterLossIntent = retentionFailpoint("after-loss-intent", &failpointHits)
-	d.beforeSettle = retentionFailpoint("before-settle", &failpointHits)
+	d.afterLossIntent = failpoint.At("after-loss-intent")
+	d.beforeSettle = failpoint.At("before-settle")
 	for _, name := range names {
 		cfg := o.Sinks[name]
 		if gateway == "" {
@@ -167,7 +167,7 @@ func New(ctx context.Context, o Options) (*Driver, error) {
 		x := &instance{
 			name: name, cfg: cfg, cache: o.Cache, store: d.store, gateway: gateway, incarnation: o.Incarnation, home: o.Home,
 			wake: make(chan struct{}, 1), maintainWake: make(chan struct{}, 1), sem: make(chan struct{}, 1),
-			log: log.With("sink", name), now: now, metrics: m, hooks: failpoints(&failpointHits), transforms: d.transforms,
+			log: log.With("sink", name), now: now, metrics: m, hooks: failpoints(), transforms: d.transforms,
 		}
 		x.live.Store(live)
 		if cfg.Type == "iceberg" {

@@ -1,8 +1,6 @@
 package sink
 
 import (
-	"sync/atomic"
-
 	"github.com/hyp-project/hyp/internal/failpoint"
 	"github.com/hyp-project/hyp/internal/watermark"
 )
@@ -12,28 +10,14 @@ import (
 // after-loss-intent (gaps written, rows not yet deleted) and before-settle (rows deleted,
 // gaps still pending) for a forced prune.
 
-// retentionFailpoint returns what retention calls at a step of a forced prune, or nil.
-func retentionFailpoint(at string, seen *atomic.Int64) func() {
-	step, n := failpoint.Get()
-	if step != at {
-		return nil
+// failpoints are the unit hooks the switch asks for (none unless it names a unit step).
+func failpoints() hooks {
+	unit := func(step string) func(watermark.Key, watermark.Unit) {
+		kill := failpoint.At(step)
+		if kill == nil {
+			return nil
+		}
+		return func(watermark.Key, watermark.Unit) { kill() }
 	}
-	return func() { failpoint.Kill(seen, n) }
-}
-
-func failpoints(seen *atomic.Int64) hooks {
-	step, n := failpoint.Get()
-	if step == "" {
-		return hooks{}
-	}
-	kill := func(watermark.Key, watermark.Unit) { failpoint.Kill(seen, n) }
-	switch step {
-	case "after-intent":
-		return hooks{afterIntent: kill}
-	case "after-ship":
-		return hooks{afterShip: kill}
-	case "after-watermark":
-		return hooks{afterWatermark: kill}
-	}
-	return hooks{}
+	return hooks{afterIntent: unit("after-intent"), afterShip: unit("after-ship"), afterWatermark: unit("after-watermark")}
 }
