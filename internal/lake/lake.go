@@ -199,11 +199,15 @@ func sqlSource(uri string) (driver string, dialect sqlcat.SupportedDialect, dsn 
 		if err := fsutil.MkdirAllSync(filepath.Dir(path)); err != nil {
 			return "", "", "", fmt.Errorf("catalog %s: %w", uri, err)
 		}
-		// Several hyp processes may share one catalog file: wait for its lock rather than
-		// failing the commit. The path after sqlite:// is a path, not URI text; the driver's
-		// file: URI is, and SQLite decodes %XX in it and ends its path at '?' or '#', so
-		// the path is escaped as a URI path.
-		return "sqlite", sqlcat.SQLite, "file:" + (&url.URL{Path: path}).EscapedPath() + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)", nil
+		// Several hyp processes (and connections) may share one catalog file: wait for its
+		// lock rather than failing the commit. Every transaction begins IMMEDIATE, taking
+		// the write lock first: the catalog's transactions read, then write, and in WAL mode
+		// SQLite fails such an upgrade at once with SQLITE_BUSY when another writer got in
+		// between, without waiting (TestConcurrentWritersNeverDuplicate failed so under
+		// load). The path after sqlite:// is a path, not URI text; the driver's file: URI
+		// is, and SQLite decodes %XX in it and ends its path at '?' or '#', so the path is
+		// escaped as a URI path.
+		return "sqlite", sqlcat.SQLite, "file:" + (&url.URL{Path: path}).EscapedPath() + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_txlock=immediate", nil
 	case strings.HasPrefix(uri, "postgres://"), strings.HasPrefix(uri, "postgresql://"):
 		// pgx only sees a URI whose password can be located: its redaction of one that
 		// cannot is a guess, and its errors quote the URI.
