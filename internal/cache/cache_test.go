@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/jsonrow"
 )
 
@@ -49,7 +50,7 @@ func collect(t *testing.T, c *Cache, ds, src string, since, until int64) ([]int6
 	t.Helper()
 	var seqs, ids []int64
 	st, err := c.Scan(context.Background(), ds, src, since, until, func(rec arrow.RecordBatch) error {
-		si := rec.Schema().FieldIndices(SeqColumn)[0]
+		si := rec.Schema().FieldIndices(columns.SeqColumn)[0]
 		ii := rec.Schema().FieldIndices("id")[0]
 		s := rec.Column(si).(*array.Int64)
 		id := rec.Column(ii).(*array.Int64)

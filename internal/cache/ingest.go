@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/jsonrow"
 	"github.com/hyp-project/hyp/internal/partition"
 )
@@ -46,10 +47,6 @@ func CheckDataset(name string) *InputError {
 	}
 	return &InputError{Kind: "bad_dataset", Msg: fmt.Sprintf("dataset name %q must match ^[a-z][a-z0-9_]{0,62}$", name)}
 }
-
-// InternalPrefix marks hyp's internal columns; user fields may not use it, so a row can
-// never forge its own seq or ingest time.
-const InternalPrefix = "_hyp_"
 
 type groupBuilder struct {
 	name string // partition name
@@ -175,10 +172,10 @@ func (c *Cache) Ingest(dataset, source string, body []byte) (Result, error) {
 		// Fields, not Object: a bad line fails the whole request, so what the callback
 		// wrote for a line that is then rejected is never stored.
 		err := sc.Fields(line, func(f jsonrow.Field) error {
-			if msg := CheckFieldName(f.Key); msg != "" {
+			if msg := columns.CheckFieldName(f.Key); msg != "" {
 				return &InputError{Kind: "bad_field", Line: lineNo, Msg: msg}
 			}
-			if msg := CheckReserved(f.Key); msg != "" {
+			if msg := columns.CheckReserved(f.Key); msg != "" {
 				return &InputError{Kind: "bad_field", Line: lineNo, Msg: msg}
 			}
 			if source == "" && f.Kind == jsonrow.String && string(f.Key) == "source" {
@@ -264,9 +261,10 @@ func (c *Cache) IngestRows(dataset string, rows []Row) (Result, error) {
 // one atomic request. It is how a central server stores forwarded rows, which it has parsed
 // and validated itself, as IngestRowGroups is how trusted decoders store theirs: body is
 // rows rows, each framed (BeginRow, EndRow) in the row form (AppendField, BeginField,
-// EndField) of values a jsonrow.Scanner accepted under names CheckFieldName accepts, which
-// may carry `_hyp_origin_seq`, the sender's seq, but never the columns the cache stamps
-// itself. Only the framing is checked; the body is logged as it is, and not retained.
+// EndField) of values a jsonrow.Scanner accepted under names columns.CheckFieldName
+// accepts, which may carry `_hyp_origin_seq`, the sender's seq, but never the columns the
+// cache stamps itself. Only the framing is checked; the body is logged as it is, and not
+// retained.
 func (c *Cache) IngestPartitionRows(dataset, partitionName string, body []byte, rows int) (Result, error) {
 	if err := CheckDataset(dataset); err != nil {
 		return Result{}, err

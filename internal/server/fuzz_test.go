@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/jsonrow"
 	"github.com/hyp-project/hyp/internal/partition"
 )
@@ -139,7 +140,7 @@ func FuzzParseRows(f *testing.F) {
 			var ats, ovfs int
 			for _, f := range fields(t, in[i]) {
 				switch f.key {
-				case cache.OverflowColumn:
+				case columns.OverflowColumn:
 					// An object, or a string holding exactly one.
 					var obj map[string]json.RawMessage
 					text := []byte(f.raw)
@@ -148,11 +149,11 @@ func FuzzParseRows(f *testing.F) {
 						text = []byte(s)
 					}
 					if err := json.Unmarshal(text, &obj); err != nil || obj == nil {
-						t.Fatalf("row %d: accepted %s %s: %v", i, cache.OverflowColumn, f.raw, err)
+						t.Fatalf("row %d: accepted %s %s: %v", i, columns.OverflowColumn, f.raw, err)
 					}
 					ovfs++
 					want = append(want, f)
-				case cache.IngestedAtColumn:
+				case columns.IngestedAtColumn:
 					ats++
 					var at string
 					if err := json.Unmarshal([]byte(f.raw), &at); err != nil {
@@ -161,9 +162,9 @@ func FuzzParseRows(f *testing.F) {
 					if _, err := time.Parse(time.RFC3339Nano, at); err != nil {
 						t.Fatalf("row %d: accepted ingest time %s: %v", i, f.raw, err)
 					}
-				case cache.SeqColumn:
+				case columns.SeqColumn:
 				default:
-					if len(f.key) >= 5 && strings.EqualFold(f.key[:5], cache.InternalPrefix) {
+					if len(f.key) >= 5 && strings.EqualFold(f.key[:5], columns.InternalPrefix) {
 						t.Fatalf("row %d: accepted the reserved field %q", i, f.key)
 					}
 					want = append(want, f)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/httpbody"
 )
 
@@ -34,7 +35,7 @@ func TestParseRowsRewrites(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if !strings.Contains(tc.in, cache.IngestedAtColumn) {
+			if !strings.Contains(tc.in, columns.IngestedAtColumn) {
 				// Every forwarded row has one; where it stands is not what a case is about.
 				tc.in = strings.Replace(tc.in, "{", `{"_hyp_ingested_at":"2026-01-02T03:04:05Z",`, 1)
 			}
