@@ -10,6 +10,7 @@ import (
 
 	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/jsonrow"
+	"github.com/hyp-project/hyp/internal/rowform"
 	"github.com/hyp-project/hyp/internal/rowjson"
 )
 
@@ -133,7 +134,7 @@ func (b *batch) add(form byte, row []byte, seq, ingestedAtMicros int64) error {
 	b.touched, b.ovf, b.pos = b.touched[:0], b.ovf[:0], 0
 	var err error
 	if form == formRows {
-		err = rowFields(row, b.field)
+		err = rowform.Fields(row, b.field)
 	} else {
 		err = b.scanner.Object(row, b.field)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/jsonrow"
+	"github.com/hyp-project/hyp/internal/rowform"
 )
 
 func openTest(t *testing.T, dir string) *Cache {
@@ -137,9 +138,9 @@ func framedOf(t *testing.T, lines ...string) ([]byte, int) {
 	var body []byte
 	for _, l := range lines {
 		var at int
-		body, at = beginRow(body)
+		body, at = rowform.BeginRow(body)
 		body = append(body, rowOf(t, l)...)
-		endRow(body, at)
+		rowform.EndRow(body, at)
 	}
 	return body, len(lines)
 }
@@ -150,7 +151,7 @@ func rowOf(t *testing.T, line string) []byte {
 	var sc jsonrow.Scanner
 	var row []byte
 	if err := sc.Object([]byte(line), func(f jsonrow.Field) error {
-		row = AppendField(row, f)
+		row = rowform.AppendField(row, f)
 		return nil
 	}); err != nil {
 		t.Fatal(err)

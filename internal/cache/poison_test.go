@@ -15,6 +15,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/hyp-project/hyp/internal/rowform"
 	"github.com/hyp-project/hyp/internal/rowjson"
 )
 
@@ -383,7 +384,9 @@ func TestOwnOverflowNeverDropped(t *testing.T) {
 // rows around it, keeps the line with its seq as a loss, and a restart replays nothing
 // twice. Both forms of the log are tried: NDJSON lines and row-form rows.
 func TestUnstorableRowIsSetAside(t *testing.T) {
-	field := func(k, v string) []byte { return appendField(nil, []byte(k), kindOf(v), []byte(v)) }
+	field := func(k, v string) []byte {
+		return rowform.AppendField(nil, jsonrow.Field{Key: []byte(k), Kind: kindOf(v), Raw: []byte(v)})
+	}
 	for _, tc := range []struct {
 		name string
 		form byte
@@ -391,7 +394,7 @@ func TestUnstorableRowIsSetAside(t *testing.T) {
 		kept string
 	}{
 		{name: "ndjson", form: formNDJSON, body: []byte(`{"i":1}` + "\n" + `{"i":` + "\n" + `{"i":3}` + "\n"), kept: `{"i":` + "\n"},
-		{name: "rows", form: formRows, body: appendRow(appendRow(appendRow(nil, field("i", "1")), []byte{0x7f}), field("i", "3")), kept: "\x7f\n"},
+		{name: "rows", form: formRows, body: rowform.AppendRow(rowform.AppendRow(rowform.AppendRow(nil, field("i", "1")), []byte{0x7f}), field("i", "3")), kept: "\x7f\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) { testUnstorableRow(t, tc.form, tc.body, tc.kept) })
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/hyp-project/hyp/internal/config"
 	"github.com/hyp-project/hyp/internal/home"
 	"github.com/hyp-project/hyp/internal/promreg"
+	"github.com/hyp-project/hyp/internal/rowform"
 	"github.com/hyp-project/hyp/internal/sink"
 )
 
@@ -100,7 +101,7 @@ func (n *Node) Ingest(dataset, source string, body []byte) (cache.Result, error)
 }
 
 // IngestRowGroups implements the ingest store.
-func (n *Node) IngestRowGroups(dataset string, groups []cache.RowGroup) (cache.Result, error) {
+func (n *Node) IngestRowGroups(dataset string, groups []rowform.RowGroup) (cache.Result, error) {
 	return n.Cache.IngestRowGroups(dataset, groups)
 }
 

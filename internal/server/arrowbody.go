@@ -18,10 +18,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	flatbuffers "github.com/google/flatbuffers/go"
 
-	"github.com/hyp-project/hyp/internal/cache"
 	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/httpbody"
 	"github.com/hyp-project/hyp/internal/jsonrow"
+	"github.com/hyp-project/hyp/internal/rowform"
 	"github.com/hyp-project/hyp/internal/rowjson"
 )
 
@@ -677,19 +677,19 @@ func (d *arrowDecoder) row(i int, seq int64) *httpbody.Error {
 	dst := d.out.buf
 	if d.form == cacheRows {
 		var frame int
-		dst, frame = cache.BeginRow(dst)
+		dst, frame = rowform.BeginRow(dst)
 		for j := range d.cols {
 			c := &d.cols[j]
 			if c.null(i) {
 				continue
 			}
 			var f int
-			dst, f = cache.BeginField(dst, c.name)
+			dst, f = rowform.BeginField(dst, c.name)
 			dst = c.appendValue(dst, i)
-			cache.EndField(dst, f)
+			rowform.EndField(dst, f)
 		}
 		dst = appendOrigin(dst, seq, d.incarnation)
-		cache.EndRow(dst, frame)
+		rowform.EndRow(dst, frame)
 	} else {
 		dst = append(dst, '{')
 		kept := 0

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyp-project/hyp/internal/cache"
 	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/jsonrow"
 	"github.com/hyp-project/hyp/internal/partition"
+	"github.com/hyp-project/hyp/internal/rowform"
 )
 
 // FuzzParseForward feeds arbitrary header values to the header parsers. Whatever they
@@ -79,7 +79,7 @@ func fields(t *testing.T, line []byte) []field {
 // FuzzParseRows feeds arbitrary bodies and ranges to the body parser, in both its forms,
 // which must accept and refuse alike, and cut into pieces, which must change nothing. An accepted body must come out as valid JSON objects
 // holding exactly the sender's fields, minus the two it stamps (cluster mode's form), and as
-// rows that read back (cache.RowJSON) as those fields plus the origin seq (the cache's form),
+// rows that read back (rowform.RowJSON) as those fields plus the origin seq (the cache's form),
 // with positive increasing seqs that run exactly from first to last (the span the ledger
 // records), exactly one RFC 3339 ingest time on every row, at most one `_hyp_overflow`,
 // which holds one JSON object, and no other field with hyp's prefix in any case.
@@ -182,7 +182,7 @@ func FuzzParseRows(f *testing.F) {
 				t.Fatalf("row %d: user fields of %q became %q", i, in[i], user)
 			}
 			// The cache's form: the same fields and the origin seq.
-			out := cache.RowJSON(c.row(i))
+			out := rowform.RowJSON(c.row(i))
 			if bytes.Contains(out, []byte("\n")) || !json.Valid(out) {
 				t.Fatalf("row %d does not read back as one line of valid JSON: %q", i, out)
 			}

@@ -12,11 +12,11 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/hyp-project/hyp/internal/cache"
 	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/httpbody"
 	"github.com/hyp-project/hyp/internal/jsonrow"
 	"github.com/hyp-project/hyp/internal/partition"
+	"github.com/hyp-project/hyp/internal/rowform"
 )
 
 // The forward protocol's request headers (SPEC 5).
@@ -144,8 +144,8 @@ func parseSeqRange(v string) (int64, int64, error) {
 type rowForm uint8
 
 const (
-	// cacheRows is the server cache's row form (cache.AppendField), each row framed
-	// (cache.BeginRow): the user fields, then `_hyp_origin_seq`, so the cache logs the body
+	// cacheRows is the server cache's row form (rowform.AppendField), each row framed
+	// (rowform.BeginRow): the user fields, then `_hyp_origin_seq`, so the cache logs the body
 	// as it is, without parsing the rows' JSON again.
 	cacheRows rowForm = iota
 	// userJSON is a JSON object of the user fields only, their text as sent, for cluster
@@ -160,7 +160,7 @@ type chunk struct {
 	ends []int   // ends[i] is the end of row i in rows
 	// ats[i] is row i's `_hyp_ingested_at` in Unix microseconds.
 	ats    []int64
-	framed bool     // each row in rows begins with cache.BeginRow's frame (cacheRows)
+	framed bool     // each row in rows begins with rowform.BeginRow's frame (cacheRows)
 	kept   [][]byte // all's result
 	fresh  []byte   // freshBody's result when some rows are held
 }
@@ -265,7 +265,7 @@ func rowsBound(body []byte, incarnation string) (size, rows int) {
 	return len(body) + rows*gain, rows
 }
 
-// perField is a field's frame in the cache's row form (cache.BeginField) past its key.
+// perField is a field's frame in the cache's row form (rowform.BeginField) past its key.
 const perField = binary.MaxVarintLen16 + 5
 
 // originBytes bounds what appendOrigin adds to a row.
@@ -393,7 +393,7 @@ func (p *piece) parse(first, last int64, form rowForm, incarnation string, lead 
 			cursor = bytes.IndexByte(line, '{') + 1
 			c.rows = append(c.rows, '{')
 		} else {
-			c.rows, frame = cache.BeginRow(c.rows)
+			c.rows, frame = rowform.BeginRow(c.rows)
 		}
 		// Fields, not Object: a bad line fails the whole chunk, which is then released, so
 		// what the callback wrote for a line that is then rejected is never kept.
@@ -443,7 +443,7 @@ func (p *piece) parse(first, last int64, form rowForm, incarnation string, lead 
 				return rowError("bad_field", "%s", columns.CheckReserved(f.Key))
 			}
 			if form == cacheRows {
-				c.rows = cache.AppendField(c.rows, f)
+				c.rows = rowform.AppendField(c.rows, f)
 				return nil
 			}
 			if kept > 0 {
@@ -479,7 +479,7 @@ func (p *piece) parse(first, last int64, form rowForm, incarnation string, lead 
 		c.ats = append(c.ats, at)
 		if form == cacheRows {
 			c.rows = appendOrigin(c.rows, seq, incarnation)
-			cache.EndRow(c.rows, frame)
+			rowform.EndRow(c.rows, frame)
 		} else {
 			c.rows = append(c.rows, '}')
 		}
@@ -575,14 +575,14 @@ func join(body []byte, pieces []piece, first, last int64) (*chunk, *httpbody.Err
 // originBytes(incarnation) bytes.
 func appendOrigin(dst []byte, seq int64, incarnation string) []byte {
 	var f int
-	dst, f = cache.BeginField(dst, originSeqColumn)
+	dst, f = rowform.BeginField(dst, originSeqColumn)
 	dst = strconv.AppendInt(dst, seq, 10)
-	cache.EndField(dst, f)
+	rowform.EndField(dst, f)
 	if incarnation != "" {
 		// parseForward admitted only [A-Za-z0-9._-]: the JSON string needs no escape.
-		dst, f = cache.BeginField(dst, originIncarnationColumn)
+		dst, f = rowform.BeginField(dst, originIncarnationColumn)
 		dst = append(append(append(dst, '"'), incarnation...), '"')
-		cache.EndField(dst, f)
+		rowform.EndField(dst, f)
 	}
 	return dst
 }

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hyp-project/hyp/internal/cache"
 	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/httpbody"
+	"github.com/hyp-project/hyp/internal/rowform"
 )
 
 func TestParseRowsRewrites(t *testing.T) {
@@ -49,7 +49,7 @@ func TestParseRowsRewrites(t *testing.T) {
 			if len(c.ends) != 1 {
 				t.Fatalf("%d rows", len(c.ends))
 			}
-			if got := fields(t, cache.RowJSON(c.row(0))); !slices.Equal(got, want) {
+			if got := fields(t, rowform.RowJSON(c.row(0))); !slices.Equal(got, want) {
 				t.Fatalf("got  %q\nwant %s", got, tc.want)
 			}
 			// Cluster mode gets the user fields' text as sent, without the origin seq.
@@ -89,7 +89,7 @@ func TestChunkFreshBody(t *testing.T) {
 				t.Fatalf("freshBody(%v): %d bytes left do not frame a row", tc.held, len(body))
 			}
 			end := 4 + int(binary.LittleEndian.Uint32(body))
-			line := string(cache.RowJSON(body[4:end]))
+			line := string(rowform.RowJSON(body[4:end]))
 			if i := strings.Index(line, `"_hyp_origin_seq":`); i >= 0 {
 				seqs.WriteString(strings.TrimSuffix(line[i+len(`"_hyp_origin_seq":`):], "}"))
 			}
