@@ -43,8 +43,8 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // postgres:// catalogs
 	_ "modernc.org/sqlite"             // sqlite:/// catalogs
 
-	"github.com/hyp-project/hyp/internal/config"
 	"github.com/hyp-project/hyp/internal/fsutil"
+	"github.com/hyp-project/hyp/internal/icebergpath"
 	"github.com/hyp-project/hyp/internal/redact"
 )
 
@@ -134,7 +134,7 @@ func Open(ctx context.Context, o Options) (*Lake, error) {
 			return nil, fmt.Errorf("warehouse %q: want an absolute path or s3://", warehouse)
 		}
 		if o.Catalog == "hadoop" {
-			if err := config.CheckHadoopWarehouse(warehouse); err != nil {
+			if err := icebergpath.CheckHadoopWarehouse(warehouse); err != nil {
 				return nil, err
 			}
 		}

@@ -225,7 +225,7 @@ func maintainOrphans(t *testing.T, catalogType string) {
 	dir := t.TempDir()
 	o := Options{Catalog: catalogType, Warehouse: filepath.Join(dir, "warehouse"), Namespace: "hyp", PartitionBy: "day", Gateway: "gw-a"}
 	if catalogType == "sql" {
-		// The hadoop catalog refuses such a warehouse (config.CheckHadoopWarehouse): only
+		// The hadoop catalog refuses such a warehouse (icebergpath.CheckHadoopWarehouse): only
 		// the sql one is tried.
 		o.URI, o.Warehouse = "sqlite://"+filepath.Join(dir, "cat.db"), filepath.Join(dir, "ware house %41")
 	}
