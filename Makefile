@@ -162,7 +162,7 @@ FUZZTIME ?= 60s
 fuzz: $(BUILD_MOD)
 	$(HYPGO) test -run '^$$' -fuzz '^FuzzKey$$' -fuzztime $(FUZZTIME) ./internal/blob
 	$(HYPGO) test -run '^$$' -fuzz '^FuzzPhysicalName$$' -fuzztime $(FUZZTIME) ./internal/cache
-	$(HYPGO) test -run '^$$' -fuzz '^FuzzPrintableASCII$$' -fuzztime $(FUZZTIME) ./internal/cache
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzPrintableASCII$$' -fuzztime $(FUZZTIME) ./internal/columns
 	$(HYPGO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/config
 	$(HYPGO) test -run '^$$' -fuzz '^FuzzExpand$$' -fuzztime $(FUZZTIME) ./internal/config
 	$(HYPGO) test -run '^$$' -fuzz '^FuzzParseDuration$$' -fuzztime $(FUZZTIME) ./internal/config

@@ -21,11 +21,14 @@ import (
 	"time"
 
 	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/lake"
 
 	"github.com/apache/arrow-go/v18/arrow"
 )
 
 func main() {
+	// Before the cache or a lake loads an iceberg table (lake.InstallDurableIO).
+	lake.InstallDurableIO()
 	rowsTotal := flag.Int("rows", 2_000_000, "rows to send over HTTP")
 	clients := flag.Int("clients", 4, "concurrent clients")
 	batch := flag.Int("batch", 1000, "rows per request")

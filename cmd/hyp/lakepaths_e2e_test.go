@@ -47,7 +47,7 @@ func TestIcebergSinkPathsWithSpacesAndPercent(t *testing.T) {
 }
 
 // TestHadoopWarehousePathRefused: the hadoop catalog cannot keep a warehouse whose path a
-// URL escapes (config.CheckHadoopWarehouse): the config is refused, naming the key.
+// URL escapes (icebergpath.CheckHadoopWarehouse): the config is refused, naming the key.
 func TestHadoopWarehousePathRefused(t *testing.T) {
 	t.Parallel()
 	home := t.TempDir()

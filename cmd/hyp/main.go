@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hyp-project/hyp/internal/home"
+	"github.com/hyp-project/hyp/internal/lake"
 )
 
 // usageError makes the process exit 2 (SPEC 7).
@@ -31,6 +32,8 @@ type globals struct {
 
 func main() {
 	home.Private()
+	// Before anything can load an iceberg table (lake.InstallDurableIO).
+	lake.InstallDurableIO()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	g := &globals{}

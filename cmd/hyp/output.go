@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/config"
 	"github.com/hyp-project/hyp/internal/query"
 	"github.com/hyp-project/hyp/internal/status"
@@ -169,7 +170,7 @@ type columnOut struct {
 func newSchemaOut(dataset string, cols []query.Column, qnames []string) schemaOut {
 	out := schemaOut{Columns: []columnOut{}, Dataset: dataset}
 	for i, c := range cols {
-		out.Columns = append(out.Columns, columnOut{Internal: cache.Internal(c.Name), Name: c.Name, QueryName: qnames[i], Type: c.Type})
+		out.Columns = append(out.Columns, columnOut{Internal: columns.Internal(c.Name), Name: c.Name, QueryName: qnames[i], Type: c.Type})
 	}
 	return out
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/query"
 	"github.com/hyp-project/hyp/internal/sink"
 )
@@ -91,7 +92,7 @@ func querySchemaCmd(g *globals) *cobra.Command {
 			if !ok {
 				return fmt.Errorf("no dataset %q in the cache", a[0])
 			}
-			all := append([]cache.Column{{Name: cache.SeqColumn, Type: cache.TypeLong}, {Name: cache.IngestedAtColumn, Type: cache.TypeTimestamp}}, cols...)
+			all := append([]cache.Column{{Name: columns.SeqColumn, Type: cache.TypeLong}, {Name: columns.IngestedAtColumn, Type: cache.TypeTimestamp}}, cols...)
 			qcols := make([]query.Column, len(all))
 			for i, c := range all {
 				qcols[i] = query.Column{Name: c.Name, Type: c.Type.String()}

@@ -8,7 +8,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/jsonrow"
+	"github.com/hyp-project/hyp/internal/rowform"
 	"github.com/hyp-project/hyp/internal/rowjson"
 )
 
@@ -132,7 +134,7 @@ func (b *batch) add(form byte, row []byte, seq, ingestedAtMicros int64) error {
 	b.touched, b.ovf, b.pos = b.touched[:0], b.ovf[:0], 0
 	var err error
 	if form == formRows {
-		err = rowFields(row, b.field)
+		err = rowform.Fields(row, b.field)
 	} else {
 		err = b.scanner.Object(row, b.field)
 	}
@@ -219,13 +221,13 @@ func (b *batch) unset(row int) {
 }
 
 // setOverflow stores the row's fields beyond the column cap as one JSON object in
-// OverflowColumn. A row that already carries that column (a forwarded row stored by a
-// central server) keeps its own: when it is an object, or a string holding exactly one
+// columns.OverflowColumn. A row that already carries that column (a forwarded row stored by
+// a central server) keeps its own: when it is an object, or a string holding exactly one
 // (what a sender's NDJSON export makes of its overflow column), the new fields join that
 // object; any other value, which a server refuses (SPEC 5) but an older one logged, is kept
-// whole in the object under OverflowColumn's own name. No value is ever dropped.
+// whole in the object under columns.OverflowColumn's own name. No value is ever dropped.
 func (b *batch) setOverflow(row int) error {
-	i, _ := b.column(OverflowColumn, jsonrow.String, number{})
+	i, _ := b.column(columns.OverflowColumn, jsonrow.String, number{})
 	c := b.cols[i]
 	b.ovfText = append(b.ovfText[:0], '{')
 	b.ovfText = append(b.ovfText, b.ovf[1:]...)
@@ -246,7 +248,7 @@ func (b *batch) setOverflow(row int) error {
 			}
 		} else {
 			b.ovfText = append(b.ovfText, ',')
-			b.ovfText = append(rowjson.AppendString(b.ovfText, OverflowColumn), ':')
+			b.ovfText = append(rowjson.AppendString(b.ovfText, columns.OverflowColumn), ':')
 			b.ovfText = append(b.ovfText, c.raw...)
 		}
 	}
@@ -362,10 +364,10 @@ func (b *batch) recordHanding(sc *arrow.Schema, logical func(string) string) (ar
 	}()
 	for _, f := range sc.Fields() {
 		switch f.Name {
-		case SeqColumn:
+		case columns.SeqColumn:
 			arrs = append(arrs, b.seqs.NewArray())
 			continue
-		case IngestedAtColumn:
+		case columns.IngestedAtColumn:
 			arrs = append(arrs, b.times.NewArray())
 			continue
 		}

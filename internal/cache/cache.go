@@ -41,6 +41,7 @@ import (
 	"github.com/apache/iceberg-go/catalog/hadoop"
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/fsutil"
 	"github.com/hyp-project/hyp/internal/wal"
 )
@@ -203,7 +204,7 @@ func (p *Partition) Name() string { return p.name }
 
 // resolve picks the column a value of type vt under key goes to, adding it to the dataset
 // when new; false when that would take the dataset past MaxColumns (the value then belongs
-// in OverflowColumn, which always fits: it is counted in the cap from the start).
+// in columns.OverflowColumn, which always fits: it is counted in the cap from the start).
 //
 // Internal columns (Internal: what a server adds, such as `_hyp_origin_seq`) always get
 // their column and are outside the cap: ingest refuses every `_hyp_` field name, so only
@@ -214,12 +215,12 @@ func (d *dataset) resolve(key string, vt ColType) (string, ColType, bool) {
 	defer d.mu.Unlock()
 	name, t := resolve(d.types, key, vt)
 	if _, ok := d.types[name]; !ok {
-		if !Internal(name) {
+		if !columns.Internal(name) {
 			room := MaxColumns - d.capped
-			if _, ok := d.types[OverflowColumn]; !ok {
-				room-- // kept for OverflowColumn
+			if _, ok := d.types[columns.OverflowColumn]; !ok {
+				room-- // kept for columns.OverflowColumn
 			}
-			if name != OverflowColumn && room <= 0 {
+			if name != columns.OverflowColumn && room <= 0 {
 				return "", 0, false
 			}
 		}
@@ -242,7 +243,7 @@ func (d *dataset) learn(cols []Column) {
 func (d *dataset) add(c Column) {
 	d.types[c.Name] = c.Type
 	d.order = append(d.order, c)
-	if !Internal(c.Name) {
+	if !columns.Internal(c.Name) {
 		d.capped++
 	}
 }

@@ -13,7 +13,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 
+	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/jsonrow"
+	"github.com/hyp-project/hyp/internal/rowform"
 )
 
 func openTest(t *testing.T, dir string) *Cache {
@@ -49,7 +51,7 @@ func collect(t *testing.T, c *Cache, ds, src string, since, until int64) ([]int6
 	t.Helper()
 	var seqs, ids []int64
 	st, err := c.Scan(context.Background(), ds, src, since, until, func(rec arrow.RecordBatch) error {
-		si := rec.Schema().FieldIndices(SeqColumn)[0]
+		si := rec.Schema().FieldIndices(columns.SeqColumn)[0]
 		ii := rec.Schema().FieldIndices("id")[0]
 		s := rec.Column(si).(*array.Int64)
 		id := rec.Column(ii).(*array.Int64)
@@ -136,9 +138,9 @@ func framedOf(t *testing.T, lines ...string) ([]byte, int) {
 	var body []byte
 	for _, l := range lines {
 		var at int
-		body, at = beginRow(body)
+		body, at = rowform.BeginRow(body)
 		body = append(body, rowOf(t, l)...)
-		endRow(body, at)
+		rowform.EndRow(body, at)
 	}
 	return body, len(lines)
 }
@@ -149,7 +151,7 @@ func rowOf(t *testing.T, line string) []byte {
 	var sc jsonrow.Scanner
 	var row []byte
 	if err := sc.Object([]byte(line), func(f jsonrow.Field) error {
-		row = AppendField(row, f)
+		row = rowform.AppendField(row, f)
 		return nil
 	}); err != nil {
 		t.Fatal(err)

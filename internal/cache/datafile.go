@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/hyp-project/hyp/internal/bounds"
+	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/fsutil"
 	"github.com/hyp-project/hyp/internal/parquetw"
 )
@@ -244,7 +245,7 @@ func (w *fileWriter) create() (*dataFile, error) {
 var dataFileOptions = parquetw.Options{
 	RowGroupRows: rowGroupRows,
 	// Unique per row, so a dictionary never pays off.
-	Plain: []string{SeqColumn, IngestedAtColumn},
+	Plain: []string{columns.SeqColumn, columns.IngestedAtColumn},
 }
 
 // finish writes the footer and syncs the file; on failure the file is removed.

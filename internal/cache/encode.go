@@ -2,14 +2,17 @@ package cache
 
 import (
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/hyp-project/hyp/internal/columns"
 )
 
 // Encoder turns NDJSON rows of one dataset into an Arrow record by the cache's column rules
-// (value types, sibling columns for type conflicts, the MaxColumns cap with OverflowColumn),
-// without a cache: a cluster replica of `hyp server` stages forwarded rows straight into a
-// lake table, and those rows must get the columns a cache would have given them. The record
-// has the internal columns SeqColumn and IngestedAtColumn, then the columns in the order the
-// rows brought them, under their logical names, as a cache Scan returns them.
+// (value types, sibling columns for type conflicts, the MaxColumns cap with
+// columns.OverflowColumn), without a cache: a cluster replica of `hyp server` stages
+// forwarded rows straight into a lake table, and those rows must get the columns a cache
+// would have given them. The record has the internal columns.SeqColumn and
+// columns.IngestedAtColumn, then the columns in the order the rows brought them, under
+// their logical names, as a cache Scan returns them.
 //
 // An Encoder decides types from its own rows only; the lake table they go to reconciles
 // them with its schema the way it does for a cache's records.
@@ -37,8 +40,8 @@ func (e *Encoder) Rows() int { return e.b.rows }
 // Record returns the rows added so far and empties the Encoder; the caller releases it.
 func (e *Encoder) Record() (arrow.RecordBatch, error) {
 	fields := []arrow.Field{
-		{Name: SeqColumn, Type: TypeLong.arrow(), Nullable: false},
-		{Name: IngestedAtColumn, Type: TypeTimestamp.arrow(), Nullable: false},
+		{Name: columns.SeqColumn, Type: TypeLong.arrow(), Nullable: false},
+		{Name: columns.IngestedAtColumn, Type: TypeTimestamp.arrow(), Nullable: false},
 	}
 	e.ds.mu.Lock()
 	for _, c := range e.ds.order {

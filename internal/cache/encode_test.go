@@ -5,6 +5,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/hyp-project/hyp/internal/columns"
 )
 
 // TestEncoderFollowsTheCacheColumnRules: a type conflict goes to a sibling column (a string
@@ -29,7 +31,7 @@ func TestEncoderFollowsTheCacheColumnRules(t *testing.T) {
 	if rec.NumRows() != 3 {
 		t.Fatalf("rows = %d, want 3", rec.NumRows())
 	}
-	want := map[string]arrow.DataType{SeqColumn: arrow.PrimitiveTypes.Int64, "a": arrow.PrimitiveTypes.Int64,
+	want := map[string]arrow.DataType{columns.SeqColumn: arrow.PrimitiveTypes.Int64, "a": arrow.PrimitiveTypes.Int64,
 		"a__string": arrow.BinaryTypes.String, "b": arrow.BinaryTypes.String, "c": arrow.BinaryTypes.String}
 	got := map[string]int{}
 	for i, f := range rec.Schema().Fields() {
@@ -50,7 +52,7 @@ func TestEncoderFollowsTheCacheColumnRules(t *testing.T) {
 	if v := rec.Column(got["b"]).(*array.String).Value(2); v != "true" {
 		t.Errorf("boolean in a string column = %q", v)
 	}
-	if s := rec.Column(got[SeqColumn]).(*array.Int64).Value(2); s != 12 {
+	if s := rec.Column(got[columns.SeqColumn]).(*array.Int64).Value(2); s != 12 {
 		t.Errorf("last seq = %d", s)
 	}
 	if e.Rows() != 0 {

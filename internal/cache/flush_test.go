@@ -8,6 +8,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/hyp-project/hyp/internal/columns"
 )
 
 // TestFlushBounds flushes one log of interleaved partitions, with a column that appears
@@ -97,7 +99,7 @@ func checkPartition(t *testing.T, c *Cache, part string, n, extraFrom int) {
 	var lastSeq int64
 	_, err := c.Scan(context.Background(), "logs", part, 0, 1<<62, func(rec arrow.RecordBatch) error {
 		sc := rec.Schema()
-		seq := rec.Column(sc.FieldIndices(SeqColumn)[0]).(*array.Int64)
+		seq := rec.Column(sc.FieldIndices(columns.SeqColumn)[0]).(*array.Int64)
 		id := rec.Column(sc.FieldIndices("id")[0]).(*array.Int64)
 		var extra *array.String
 		if ix := sc.FieldIndices("extra"); len(ix) > 0 {

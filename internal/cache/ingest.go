@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/jsonrow"
 	"github.com/hyp-project/hyp/internal/partition"
+	"github.com/hyp-project/hyp/internal/rowform"
 )
 
 // InputError is bad client input. Kind is the error kind of the ingest API
@@ -31,14 +33,6 @@ type Result struct {
 	LastSeq  int64
 }
 
-// Row is one row for a partition from a trusted decoder (OTLP), already in the row form
-// the log keeps (BeginField, EndField): its top-level fields, so neither ingest nor the
-// flush parses it.
-type Row struct {
-	Source string
-	Line   []byte
-}
-
 // CheckDataset returns a bad_dataset InputError naming the rule, or nil for a legal name.
 func CheckDataset(name string) *InputError {
 	if validDataset(name) {
@@ -46,10 +40,6 @@ func CheckDataset(name string) *InputError {
 	}
 	return &InputError{Kind: "bad_dataset", Msg: fmt.Sprintf("dataset name %q must match ^[a-z][a-z0-9_]{0,62}$", name)}
 }
-
-// InternalPrefix marks hyp's internal columns; user fields may not use it, so a row can
-// never forge its own seq or ingest time.
-const InternalPrefix = "_hyp_"
 
 type groupBuilder struct {
 	name string // partition name
@@ -131,7 +121,7 @@ func (g *grouper) group(source string) *groupBuilder {
 func (gb *groupBuilder) add(form byte, row []byte) {
 	gb.rows++
 	if form == formRows {
-		gb.body = appendRow(gb.body, row)
+		gb.body = rowform.AppendRow(gb.body, row)
 	} else {
 		gb.body = append(append(gb.body, row...), '\n')
 	}
@@ -170,15 +160,15 @@ func (c *Cache) Ingest(dataset, source string, body []byte) (Result, error) {
 		// request, so a row left half written is never stored.
 		at := 0
 		if fixed != nil {
-			fixed.body, at = beginRow(fixed.body)
+			fixed.body, at = rowform.BeginRow(fixed.body)
 		}
 		// Fields, not Object: a bad line fails the whole request, so what the callback
 		// wrote for a line that is then rejected is never stored.
 		err := sc.Fields(line, func(f jsonrow.Field) error {
-			if msg := CheckFieldName(f.Key); msg != "" {
+			if msg := columns.CheckFieldName(f.Key); msg != "" {
 				return &InputError{Kind: "bad_field", Line: lineNo, Msg: msg}
 			}
-			if msg := CheckReserved(f.Key); msg != "" {
+			if msg := columns.CheckReserved(f.Key); msg != "" {
 				return &InputError{Kind: "bad_field", Line: lineNo, Msg: msg}
 			}
 			if source == "" && f.Kind == jsonrow.String && string(f.Key) == "source" {
@@ -187,9 +177,9 @@ func (c *Cache) Ingest(dataset, source string, body []byte) (Result, error) {
 				hasSrc = err == nil
 			}
 			if fixed != nil {
-				fixed.body = appendField(fixed.body, f.Key, f.Kind, f.Raw)
+				fixed.body = rowform.AppendField(fixed.body, f)
 			} else {
-				row = appendField(row, f.Key, f.Kind, f.Raw)
+				row = rowform.AppendField(row, f)
 			}
 			return nil
 		})
@@ -204,7 +194,7 @@ func (c *Cache) Ingest(dataset, source string, body []byte) (Result, error) {
 			return &InputError{Kind: "bad_json", Line: lineNo, Msg: msg}
 		}
 		if fixed != nil {
-			endRow(fixed.body, at)
+			rowform.EndRow(fixed.body, at)
 			fixed.rows++
 			return nil
 		}
@@ -241,7 +231,7 @@ func (c *Cache) Ingest(dataset, source string, body []byte) (Result, error) {
 }
 
 // IngestRows makes rows from a trusted decoder durable as one atomic request.
-func (c *Cache) IngestRows(dataset string, rows []Row) (Result, error) {
+func (c *Cache) IngestRows(dataset string, rows []rowform.Row) (Result, error) {
 	if err := CheckDataset(dataset); err != nil {
 		return Result{}, err
 	}
@@ -263,10 +253,11 @@ func (c *Cache) IngestRows(dataset string, rows []Row) (Result, error) {
 // IngestPartitionRows makes a body of rows durable in the partition named partitionName as
 // one atomic request. It is how a central server stores forwarded rows, which it has parsed
 // and validated itself, as IngestRowGroups is how trusted decoders store theirs: body is
-// rows rows, each framed (BeginRow, EndRow) in the row form (AppendField, BeginField,
-// EndField) of values a jsonrow.Scanner accepted under names CheckFieldName accepts, which
-// may carry `_hyp_origin_seq`, the sender's seq, but never the columns the cache stamps
-// itself. Only the framing is checked; the body is logged as it is, and not retained.
+// rows rows, each framed (rowform.BeginRow, rowform.EndRow) in the row form
+// (rowform.AppendField, rowform.BeginField, rowform.EndField) of values a jsonrow.Scanner
+// accepted under names columns.CheckFieldName accepts, which may carry `_hyp_origin_seq`,
+// the sender's seq, but never the columns the cache stamps itself. Only the framing is
+// checked; the body is logged as it is, and not retained.
 func (c *Cache) IngestPartitionRows(dataset, partitionName string, body []byte, rows int) (Result, error) {
 	if err := CheckDataset(dataset); err != nil {
 		return Result{}, err
@@ -274,7 +265,7 @@ func (c *Cache) IngestPartitionRows(dataset, partitionName string, body []byte, 
 	if _, _, err := partition.Parse(partitionName); err != nil {
 		return Result{}, &InputError{Kind: "bad_source", Msg: err.Error()}
 	}
-	if n, ok := countRows(body); !ok || n != rows {
+	if n, ok := rowform.CountRows(body); !ok || n != rows {
 		return Result{}, fmt.Errorf("cache: a body for %s %s holds %d framed rows, not %d", dataset, partitionName, n, rows)
 	}
 	if rows == 0 {

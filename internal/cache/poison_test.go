@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/jsonrow"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/hyp-project/hyp/internal/rowform"
 	"github.com/hyp-project/hyp/internal/rowjson"
 )
 
@@ -30,7 +32,7 @@ func TestPhysicalNames(t *testing.T) {
 		{"9lives", "_39lives"},
 		{"é", "_c3_a9"},
 		{"_hyp_origin_seq", "_hyp_origin_seq"},
-		{OverflowColumn, OverflowColumn},
+		{columns.OverflowColumn, columns.OverflowColumn},
 	} {
 		if got := physicalName(tc.name); got != tc.phys {
 			t.Errorf("physicalName(%q) = %q, want %q", tc.name, got, tc.phys)
@@ -55,7 +57,7 @@ func FuzzPhysicalName(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		if name == "" || !utf8.ValidString(name) || strings.HasPrefix(name, InternalPrefix) {
+		if name == "" || !utf8.ValidString(name) || strings.HasPrefix(name, columns.InternalPrefix) {
 			return
 		}
 		p := physicalName(name)
@@ -68,7 +70,7 @@ func FuzzPhysicalName(f *testing.F) {
 				t.Fatalf("physicalName(%q) = %q has %q at %d", name, p, c, i)
 			}
 		}
-		if strings.HasPrefix(p, InternalPrefix) {
+		if strings.HasPrefix(p, columns.InternalPrefix) {
 			t.Fatalf("physicalName(%q) = %q looks internal", name, p)
 		}
 	})
@@ -244,8 +246,8 @@ func TestColumnCapOverflows(t *testing.T) {
 			continue
 		}
 		var ovf map[string]any
-		if err := json.Unmarshal([]byte(fmt.Sprint(r[OverflowColumn])), &ovf); err != nil {
-			t.Fatalf("row %d: %s %q: %v", i, OverflowColumn, r[OverflowColumn], err)
+		if err := json.Unmarshal([]byte(fmt.Sprint(r[columns.OverflowColumn])), &ovf); err != nil {
+			t.Fatalf("row %d: %s %q: %v", i, columns.OverflowColumn, r[columns.OverflowColumn], err)
 		}
 		if fmt.Sprint(ovf[key]) != fmt.Sprint(i) {
 			t.Fatalf("row %d: overflow %v lacks %s", i, ovf, key)
@@ -258,7 +260,7 @@ func TestColumnCapOverflows(t *testing.T) {
 // and also when it first comes after a reopen, which learns the columns from the tables.
 // A user field beyond the cap still goes to the overflow in both cases.
 func TestInternalColumnsOutsideCap(t *testing.T) {
-	const origin = InternalPrefix + "origin_seq"
+	const origin = columns.InternalPrefix + "origin_seq"
 	wide := func(seq int, internal bool) string {
 		var b strings.Builder
 		fmt.Fprintf(&b, `{"id":%d`, seq)
@@ -306,7 +308,7 @@ func TestInternalColumnsOutsideCap(t *testing.T) {
 			cols, _ := c.Columns("logs")
 			user := 0
 			for _, col := range cols {
-				if !Internal(col.Name) {
+				if !columns.Internal(col.Name) {
 					user++
 				}
 			}
@@ -325,20 +327,20 @@ func TestInternalColumnsOutsideCap(t *testing.T) {
 				if fmt.Sprint(r[origin]) != fmt.Sprint(seq) {
 					t.Errorf("row %d: %s = %v, want %d in its column", seq, origin, r[origin], seq)
 				}
-				if ovf, _ := r[OverflowColumn].(string); strings.Contains(ovf, origin) {
-					t.Errorf("row %d: %s holds %s: %.200s", seq, OverflowColumn, origin, ovf)
+				if ovf, _ := r[columns.OverflowColumn].(string); strings.Contains(ovf, origin) {
+					t.Errorf("row %d: %s holds %s: %.200s", seq, columns.OverflowColumn, origin, ovf)
 				}
-				if seq > 1 && !strings.Contains(fmt.Sprint(r[OverflowColumn]), fmt.Sprintf(`"late":%d`, seq)) {
-					t.Errorf("row %d: %s = %.200v, want the field beyond the cap in it", seq, OverflowColumn, r[OverflowColumn])
+				if seq > 1 && !strings.Contains(fmt.Sprint(r[columns.OverflowColumn]), fmt.Sprintf(`"late":%d`, seq)) {
+					t.Errorf("row %d: %s = %.200v, want the field beyond the cap in it", seq, columns.OverflowColumn, r[columns.OverflowColumn])
 				}
 			}
 		})
 	}
 }
 
-// TestOwnOverflowNeverDropped holds the cache to keeping a row's own OverflowColumn value
-// whatever it is when the row overflows: a server refuses anything but an object (SPEC 5),
-// yet its log may hold rows an older server took.
+// TestOwnOverflowNeverDropped holds the cache to keeping a row's own columns.OverflowColumn
+// value whatever it is when the row overflows: a server refuses anything but an object
+// (SPEC 5), yet its log may hold rows an older server took.
 func TestOwnOverflowNeverDropped(t *testing.T) {
 	ctx := context.Background()
 	c := openTest(t, t.TempDir())
@@ -352,7 +354,7 @@ func TestOwnOverflowNeverDropped(t *testing.T) {
 	own := []string{`5`, `"abc"`, `"{\"a\":1} {\"b\":2}"`, `[1,{"a":2}]`, `true`}
 	lines := []string{wide.String()}
 	for i, v := range own {
-		lines = append(lines, fmt.Sprintf(`{"id":%d,"late":%d,%q:%s}`, i+2, i+2, OverflowColumn, v))
+		lines = append(lines, fmt.Sprintf(`{"id":%d,"late":%d,%q:%s}`, i+2, i+2, columns.OverflowColumn, v))
 	}
 	body, n := framedOf(t, lines...)
 	if _, err := c.IngestPartitionRows("logs", "gateway=g/source=s", body, n); err != nil {
@@ -368,11 +370,11 @@ func TestOwnOverflowNeverDropped(t *testing.T) {
 	for i, v := range own {
 		r := rows[i+1]
 		var ovf map[string]json.RawMessage
-		if err := json.Unmarshal([]byte(fmt.Sprint(r[OverflowColumn])), &ovf); err != nil {
-			t.Fatalf("own %s: %s %v: %v", v, OverflowColumn, r[OverflowColumn], err)
+		if err := json.Unmarshal([]byte(fmt.Sprint(r[columns.OverflowColumn])), &ovf); err != nil {
+			t.Fatalf("own %s: %s %v: %v", v, columns.OverflowColumn, r[columns.OverflowColumn], err)
 		}
-		if string(ovf["late"]) != fmt.Sprint(i+2) || string(ovf[OverflowColumn]) != v {
-			t.Errorf("own %s: %s = %v, want late and the own value under %s", v, OverflowColumn, r[OverflowColumn], OverflowColumn)
+		if string(ovf["late"]) != fmt.Sprint(i+2) || string(ovf[columns.OverflowColumn]) != v {
+			t.Errorf("own %s: %s = %v, want late and the own value under %s", v, columns.OverflowColumn, r[columns.OverflowColumn], columns.OverflowColumn)
 		}
 	}
 }
@@ -382,7 +384,9 @@ func TestOwnOverflowNeverDropped(t *testing.T) {
 // rows around it, keeps the line with its seq as a loss, and a restart replays nothing
 // twice. Both forms of the log are tried: NDJSON lines and row-form rows.
 func TestUnstorableRowIsSetAside(t *testing.T) {
-	field := func(k, v string) []byte { return appendField(nil, []byte(k), kindOf(v), []byte(v)) }
+	field := func(k, v string) []byte {
+		return rowform.AppendField(nil, jsonrow.Field{Key: []byte(k), Kind: kindOf(v), Raw: []byte(v)})
+	}
 	for _, tc := range []struct {
 		name string
 		form byte
@@ -390,7 +394,7 @@ func TestUnstorableRowIsSetAside(t *testing.T) {
 		kept string
 	}{
 		{name: "ndjson", form: formNDJSON, body: []byte(`{"i":1}` + "\n" + `{"i":` + "\n" + `{"i":3}` + "\n"), kept: `{"i":` + "\n"},
-		{name: "rows", form: formRows, body: appendRow(appendRow(appendRow(nil, field("i", "1")), []byte{0x7f}), field("i", "3")), kept: "\x7f\n"},
+		{name: "rows", form: formRows, body: rowform.AppendRow(rowform.AppendRow(rowform.AppendRow(nil, field("i", "1")), []byte{0x7f}), field("i", "3")), kept: "\x7f\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) { testUnstorableRow(t, tc.form, tc.body, tc.kept) })
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/hyp-project/hyp/internal/columns"
 )
 
 // RowPos is one row's place: its seq and ingest time (µs).
@@ -270,9 +272,9 @@ func withInternal(path string, fn func(*internalFile) error) error {
 	}
 	defer pf.Close()
 	md := pf.MetaData()
-	seqCol, atCol := md.Schema.ColumnIndexByName(SeqColumn), md.Schema.ColumnIndexByName(IngestedAtColumn)
+	seqCol, atCol := md.Schema.ColumnIndexByName(columns.SeqColumn), md.Schema.ColumnIndexByName(columns.IngestedAtColumn)
 	if seqCol < 0 || atCol < 0 {
-		return fmt.Errorf("%s: no %s or %s column", path, SeqColumn, IngestedAtColumn)
+		return fmt.Errorf("%s: no %s or %s column", path, columns.SeqColumn, columns.IngestedAtColumn)
 	}
 	fi := &internalFile{pf: pf, cols: []int{seqCol, atCol}}
 	for i := 0; i < md.NumRowGroups(); i++ {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/hyp-project/hyp/internal/rowform"
 )
 
 // A log record is one ingest request: everything in it became durable in one fsync, so a
@@ -58,7 +60,7 @@ type record struct {
 // eachRow calls fn with each row of g, a group of r, as the batch takes it.
 func (r *record) eachRow(g group, fn func(row []byte)) {
 	if r.Form == formRows {
-		forRows(g.Body, fn)
+		rowform.ForRows(g.Body, fn)
 		return
 	}
 	forLines(g.Body, fn)
@@ -67,7 +69,7 @@ func (r *record) eachRow(g group, fn func(row []byte)) {
 // line is a row of r as the NDJSON line it came as, for a row set aside.
 func (r *record) line(row []byte) []byte {
 	if r.Form == formRows {
-		return RowJSON(row)
+		return rowform.RowJSON(row)
 	}
 	return slices.Clone(row)
 }
@@ -163,7 +165,7 @@ func decodeRecord(p []byte) (*record, error) {
 			return nil, r.err
 		}
 		if rec.Form == formRows {
-			if n, ok := countRows(g.Body); !ok || n != g.Rows {
+			if n, ok := rowform.CountRows(g.Body); !ok || n != g.Rows {
 				return nil, fmt.Errorf("%w: group of %d rows holds %d", errBadRecord, g.Rows, n)
 			}
 		}

@@ -2,92 +2,34 @@ package cache
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"reflect"
 	"strconv"
 	"testing"
 
-	"github.com/hyp-project/hyp/internal/jsonrow"
+	"github.com/hyp-project/hyp/internal/rowform"
 )
 
-// TestRowFormRoundTrip checks that a validated line kept in the row form yields the fields
-// the scanner saw, in order, and that a row set aside is the object the line was.
-func TestRowFormRoundTrip(t *testing.T) {
-	lines := []string{
-		`{}`,
-		`{"a":1,"b":"x","c":null,"d":true,"e":[1,{"f":2}],"g":{"h":"i"}}`,
-		`{"k\"ey":"v\\u00e9\"","":"empty key","dup":1,"dup":2}`,
-		`  {"spaces" : "around"  }  `,
-		`{"n":-1.5e300,"big":123456789012345678901234567890}`,
-	}
-	var body []byte
-	var want [][]jsonrow.Field
-	var sc jsonrow.Scanner
-	for _, l := range lines {
-		var row []byte
-		var fields []jsonrow.Field
-		if err := sc.Object([]byte(l), func(f jsonrow.Field) error {
-			row = appendField(row, f.Key, f.Kind, f.Raw)
-			fields = append(fields, jsonrow.Field{Key: append([]byte(nil), f.Key...), Kind: f.Kind, Raw: append([]byte(nil), f.Raw...)})
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		body = appendRow(body, row)
-		want = append(want, fields)
-	}
-	if n, ok := countRows(body); !ok || n != len(lines) {
-		t.Fatalf("countRows = %d, %v", n, ok)
-	}
-	i := 0
-	forRows(body, func(row []byte) {
-		var got []jsonrow.Field
-		if err := rowFields(row, func(f jsonrow.Field) error {
-			got = append(got, f)
-			return nil
-		}); err != nil {
-			t.Fatalf("row %d: %v", i, err)
-		}
-		if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", want[i]) {
-			t.Errorf("row %d: fields %q, want %q", i, got, want[i])
-		}
-		var a, b any
-		if err := json.Unmarshal([]byte(lines[i]), &a); err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal(RowJSON(row), &b); err != nil || !reflect.DeepEqual(a, b) {
-			t.Errorf("row %d: rowJSON %s (%v), want %s", i, RowJSON(row), err, lines[i])
-		}
-		i++
-	})
-	for _, bad := range [][]byte{{1, 0, 0}, {5, 0, 0, 0, 1}, append(appendRow(nil, []byte("x")), 9)} {
-		if _, ok := countRows(bad); ok {
-			t.Errorf("countRows accepted %q", bad)
-		}
-	}
-}
-
-// TestIngestRowsInTheRowForm stores rows a trusted decoder framed with BeginField and
-// EndField: they reach the table with their values and types, under their source.
+// TestIngestRowsInTheRowForm stores rows a trusted decoder framed with rowform.BeginField
+// and rowform.EndField: they reach the table with their values and types, under their
+// source.
 func TestIngestRowsInTheRowForm(t *testing.T) {
 	ctx := context.Background()
 	c := openTest(t, t.TempDir())
 	defer c.Close(ctx)
 	field := func(row []byte, key, value string) []byte {
-		row, at := BeginField(row, key)
+		row, at := rowform.BeginField(row, key)
 		row = append(row, value...)
-		EndField(row, at)
+		rowform.EndField(row, at)
 		return row
 	}
-	var rows []Row
+	var rows []rowform.Row
 	for i := range 3 {
 		var row []byte
 		row = field(row, "msg", fmt.Sprintf(`"hello \"%d\""`, i))
 		row = field(row, "n", strconv.Itoa(i))
 		row = field(row, "attrs", `{"k":[1,2]}`)
 		row = field(row, "gone", `null`)
-		rows = append(rows, Row{Source: "svc", Line: row})
+		rows = append(rows, rowform.Row{Source: "svc", Line: row})
 	}
 	if _, err := c.IngestRows("logs", rows); err != nil {
 		t.Fatal(err)
@@ -136,29 +78,30 @@ func TestIngestAllocatesPerRequestNotPerRow(t *testing.T) {
 	}
 }
 
-// TestIngestRowGroups stores groups framed with BeginRow and EndRow in one buffer: each
-// partition gets its rows in order, two groups of one source are merged without writing
-// over the caller's buffer (in the next request too, whose merge reuses the pooled body), a source that is not valid files its rows under "unknown", and
-// a group whose count does not match its framing is refused.
+// TestIngestRowGroups stores groups framed with rowform.BeginRow and rowform.EndRow in one
+// buffer: each partition gets its rows in order, two groups of one source are merged
+// without writing over the caller's buffer (in the next request too, whose merge reuses the
+// pooled body), a source that is not valid files its rows under "unknown", and a group
+// whose count does not match its framing is refused.
 func TestIngestRowGroups(t *testing.T) {
 	ctx := context.Background()
 	c := openTest(t, t.TempDir())
 	defer c.Close(ctx)
 	var buf []byte
-	var groups []RowGroup
+	var groups []rowform.RowGroup
 	seq := 0
 	add := func(source string, n int) {
 		start := len(buf)
 		for range n {
 			var at, f int
-			buf, at = BeginRow(buf)
-			buf, f = BeginField(buf, "i")
+			buf, at = rowform.BeginRow(buf)
+			buf, f = rowform.BeginField(buf, "i")
 			buf = strconv.AppendInt(buf, int64(seq), 10)
-			EndField(buf, f)
-			EndRow(buf, at)
+			rowform.EndField(buf, f)
+			rowform.EndRow(buf, at)
 			seq++
 		}
-		groups = append(groups, RowGroup{Source: source, Rows: n, Body: buf[start:]})
+		groups = append(groups, rowform.RowGroup{Source: source, Rows: n, Body: buf[start:]})
 	}
 	add("a", 2)
 	add("b", 1)
@@ -193,7 +136,7 @@ func TestIngestRowGroups(t *testing.T) {
 			t.Errorf("%s: i = %v, want %s", part, got, want)
 		}
 	}
-	if _, err := c.IngestRowGroups("logs", []RowGroup{{Source: "a", Rows: 2, Body: groups[1].Body[:len(groups[1].Body)-1]}}); err == nil {
+	if _, err := c.IngestRowGroups("logs", []rowform.RowGroup{{Source: "a", Rows: 2, Body: groups[1].Body[:len(groups[1].Body)-1]}}); err == nil {
 		t.Error("a group with fewer framed rows than it claims was logged")
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/fsutil"
 )
 
@@ -146,9 +147,9 @@ func readFile(ctx context.Context, path string, out *arrow.Schema, ids []int, si
 	defer pf.Close()
 	st.FilesOpened++
 	md := pf.MetaData()
-	seqCol := md.Schema.ColumnIndexByName(SeqColumn)
+	seqCol := md.Schema.ColumnIndexByName(columns.SeqColumn)
 	if seqCol < 0 {
-		return fmt.Errorf("no %s column", SeqColumn)
+		return fmt.Errorf("no %s column", columns.SeqColumn)
 	}
 	var groups []int
 	for i := 0; i < md.NumRowGroups(); i++ {
@@ -219,18 +220,18 @@ func rowsThrough(ctx context.Context, fr *pqarrow.FileReader, g, seqCol int, sin
 	}
 	field := slices.IndexFunc(fr.Manifest.Fields, func(f pqarrow.SchemaField) bool { return f.ColIndex == seqCol })
 	if field < 0 {
-		return 0, fmt.Errorf("no %s field", SeqColumn)
+		return 0, fmt.Errorf("no %s field", columns.SeqColumn)
 	}
 	col, err := fr.RowGroup(g).Column(field).Read(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("read %s of row group %d: %w", SeqColumn, g, err)
+		return 0, fmt.Errorf("read %s of row group %d: %w", columns.SeqColumn, g, err)
 	}
 	defer col.Release()
 	var n int64
 	for _, c := range col.Chunks() {
 		seqs, ok := c.(*array.Int64)
 		if !ok {
-			return 0, fmt.Errorf("%s is %s", SeqColumn, c.DataType())
+			return 0, fmt.Errorf("%s is %s", columns.SeqColumn, c.DataType())
 		}
 		vals := seqs.Int64Values()
 		k := sort.Search(len(vals), func(i int) bool { return vals[i] > since })
@@ -262,13 +263,13 @@ func rowGroupBounds(rg *metadata.RowGroupMetaData, col int) (int64, int64, bool)
 // sliceSeqRange cuts rec to rows with seq in (since, until]. Rows within a file are in seq
 // order, so the range is contiguous. It returns nil for no rows.
 func sliceSeqRange(rec arrow.RecordBatch, since, until int64) (arrow.RecordBatch, error) {
-	idx := rec.Schema().FieldIndices(SeqColumn)
+	idx := rec.Schema().FieldIndices(columns.SeqColumn)
 	if len(idx) == 0 {
-		return nil, fmt.Errorf("no %s column", SeqColumn)
+		return nil, fmt.Errorf("no %s column", columns.SeqColumn)
 	}
 	seqs, ok := rec.Column(idx[0]).(*array.Int64)
 	if !ok {
-		return nil, fmt.Errorf("%s is %s", SeqColumn, rec.Column(idx[0]).DataType())
+		return nil, fmt.Errorf("%s is %s", columns.SeqColumn, rec.Column(idx[0]).DataType())
 	}
 	vals := seqs.Int64Values()
 	lo := sort.Search(len(vals), func(i int) bool { return vals[i] > since })

@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/parquetw"
 )
 
@@ -35,7 +36,7 @@ func writeSeqFile(t *testing.T, seqs []int64, groupRows int64, writer int) (stri
 		return arrow.NewMetadata([]string{"PARQUET:field_id"}, []string{strconv.Itoa(n)})
 	}
 	sc := arrow.NewSchema([]arrow.Field{
-		{Name: SeqColumn, Type: arrow.PrimitiveTypes.Int64, Metadata: id(1)},
+		{Name: columns.SeqColumn, Type: arrow.PrimitiveTypes.Int64, Metadata: id(1)},
 		{Name: "body", Type: arrow.BinaryTypes.String, Nullable: true, Metadata: id(2)},
 	}, nil)
 	sb := array.NewInt64Builder(memory.DefaultAllocator)
@@ -52,7 +53,7 @@ func writeSeqFile(t *testing.T, seqs []int64, groupRows int64, writer int) (stri
 		t.Fatal(err)
 	}
 	if writer == ownWriter {
-		w := parquetw.NewWriter(f, sc, parquetw.Options{RowGroupRows: groupRows, Plain: []string{SeqColumn}})
+		w := parquetw.NewWriter(f, sc, parquetw.Options{RowGroupRows: groupRows, Plain: []string{columns.SeqColumn}})
 		if err := w.Write(rec); err != nil {
 			t.Fatal(err)
 		}
@@ -75,7 +76,7 @@ func writeSeqFile(t *testing.T, seqs []int64, groupRows int64, writer int) (stri
 			t.Fatal(err)
 		}
 	}
-	out := arrow.NewSchema([]arrow.Field{{Name: SeqColumn, Type: arrow.PrimitiveTypes.Int64}, {Name: "body", Type: arrow.BinaryTypes.String, Nullable: true}}, nil)
+	out := arrow.NewSchema([]arrow.Field{{Name: columns.SeqColumn, Type: arrow.PrimitiveTypes.Int64}, {Name: "body", Type: arrow.BinaryTypes.String, Nullable: true}}, nil)
 	return path, out, []int{1, 2}
 }
 

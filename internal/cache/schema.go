@@ -4,6 +4,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/iceberg-go"
 
+	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/jsonrow"
 )
 
@@ -129,8 +130,8 @@ func resolve(types map[string]ColType, name string, vt ColType) (string, ColType
 // internalFields are the first two fields of every partition table.
 func internalFields() []iceberg.NestedField {
 	return []iceberg.NestedField{
-		{ID: seqFieldID, Name: SeqColumn, Type: iceberg.PrimitiveTypes.Int64, Required: true},
-		{ID: ingestedAtID, Name: IngestedAtColumn, Type: iceberg.PrimitiveTypes.TimestampTz, Required: true},
+		{ID: seqFieldID, Name: columns.SeqColumn, Type: iceberg.PrimitiveTypes.Int64, Required: true},
+		{ID: ingestedAtID, Name: columns.IngestedAtColumn, Type: iceberg.PrimitiveTypes.TimestampTz, Required: true},
 	}
 }
 

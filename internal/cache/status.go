@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/fsutil"
 )
 
@@ -210,7 +211,7 @@ func (ts *tableSet) listHeads() ([]TableView, map[partKey]int64, error) {
 
 // viewColumns are the dataset's columns as a view has them: internal columns first.
 func (d *dataset) viewColumns() []Column {
-	return append([]Column{{SeqColumn, TypeLong}, {IngestedAtColumn, TypeTimestamp}}, d.columns()...)
+	return append([]Column{{columns.SeqColumn, TypeLong}, {columns.IngestedAtColumn, TypeTimestamp}}, d.columns()...)
 }
 
 // liveFiles are a partition's live data files (their paths and field ids) and its head
@@ -288,7 +289,7 @@ func (r *Reader) View() (*View, error) {
 	for _, b := range r.broken {
 		i := slices.IndexFunc(v.Tables, func(t TableView) bool { return t.Dataset == b.dataset })
 		if i < 0 {
-			v.Tables = append(v.Tables, TableView{Dataset: b.dataset, Columns: []Column{{SeqColumn, TypeLong}, {IngestedAtColumn, TypeTimestamp}}})
+			v.Tables = append(v.Tables, TableView{Dataset: b.dataset, Columns: []Column{{columns.SeqColumn, TypeLong}, {columns.IngestedAtColumn, TypeTimestamp}}})
 			i = len(v.Tables) - 1
 		}
 		v.Tables[i].Partitions = append(v.Tables[i].Partitions, PartitionFiles{Partition: b.partition, Err: b.err})

@@ -21,15 +21,15 @@ import (
 	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/fsutil"
 )
 
-// Internal column names (SPEC 4). Field ids 1 and 2 in every partition table.
+// The field ids of the internal columns (columns.SeqColumn, columns.IngestedAtColumn) in
+// every partition table.
 const (
-	SeqColumn        = "_hyp_ingest_seq"
-	IngestedAtColumn = "_hyp_ingested_at"
-	seqFieldID       = 1
-	ingestedAtID     = 2
+	seqFieldID   = 1
+	ingestedAtID = 2
 	// propMaxSeq records, in the same commit as the rows, the highest seq a table generation
 	// holds. Replay skips rows at or below it, which makes replay after a crash between a
 	// table commit and the release of the log idempotent.
@@ -524,7 +524,7 @@ func (g *generation) deleteThrough(ctx context.Context, cut, cutAt int64) error 
 // files only, so it can run outside the partition lock.
 func (g *generation) planDelete(ctx context.Context, base *table.Table, cut int64) (*table.Transaction, error) {
 	tx := base.NewTransaction()
-	if err := tx.Delete(ctx, iceberg.LessThanEqual(iceberg.Reference(SeqColumn), cut), nil); err != nil {
+	if err := tx.Delete(ctx, iceberg.LessThanEqual(iceberg.Reference(columns.SeqColumn), cut), nil); err != nil {
 		return nil, fmt.Errorf("table %v: delete seq <= %d: %w", g.ident, cut, err)
 	}
 	return tx, nil

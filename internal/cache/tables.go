@@ -17,6 +17,7 @@ import (
 
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/fsutil"
 	"github.com/hyp-project/hyp/internal/partition"
 )
@@ -477,7 +478,7 @@ func footerInfo(path string) (fi FileInfo, err error) {
 	for _, c := range []struct {
 		name   string
 		lo, hi *int64
-	}{{SeqColumn, &fi.MinSeq, &fi.MaxSeq}, {IngestedAtColumn, &fi.MinIngestedAt, &fi.MaxIngestedAt}} {
+	}{{columns.SeqColumn, &fi.MinSeq, &fi.MaxSeq}, {columns.IngestedAtColumn, &fi.MinIngestedAt, &fi.MaxIngestedAt}} {
 		col := md.Schema.ColumnIndexByName(c.name)
 		if col < 0 {
 			return FileInfo{}, fmt.Errorf("%s: no %s column", path, c.name)

@@ -14,6 +14,7 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 
+	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/parquetw"
 )
 
@@ -32,7 +33,7 @@ const unflushedFileBytes = 32 << 20
 
 // unflushedPartitionColumn is the stored name of an unflushed file's partition column. No
 // table column can have it: ingest refuses the internal prefix, and hyp adds no such column.
-const unflushedPartitionColumn = InternalPrefix + "partition"
+const unflushedPartitionColumn = columns.InternalPrefix + "partition"
 
 // Listing describes the cache's current files as View does, without pinning them, and every
 // row the log holds above its partition's table: in Parquet files (UnflushedFile) handed to

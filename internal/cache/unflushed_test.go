@@ -13,6 +13,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/hyp-project/hyp/internal/columns"
 )
 
 // putIn is a Listing's put that stores the unflushed files in dir.
@@ -99,8 +101,8 @@ func readListed(t *testing.T, path string, ids map[string]int, partID int, part 
 	}
 	for _, row := range rows {
 		var seq int64
-		fmt.Sscan(row.fields[SeqColumn], &seq)
-		delete(row.fields, IngestedAtColumn)
+		fmt.Sscan(row.fields[columns.SeqColumn], &seq)
+		delete(row.fields, columns.IngestedAtColumn)
 		out[seq] = append(out[seq], row)
 	}
 }

@@ -4,11 +4,10 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/hyp-project/hyp/internal/icebergpath"
 	"github.com/hyp-project/hyp/internal/redact"
 )
 
@@ -85,7 +84,7 @@ func validateIceberg(key string, s Sink) []problem {
 		}
 	case "hadoop":
 		if !s3 && s.Warehouse != "" {
-			if err := CheckHadoopWarehouse(s.Warehouse); err != nil {
+			if err := icebergpath.CheckHadoopWarehouse(s.Warehouse); err != nil {
 				add(problemf(key+".warehouse", "%v", err))
 			}
 		}
@@ -158,26 +157,4 @@ func checkCatalogURI(uri string) error {
 		return fmt.Errorf("%q: scheme must be postgres or sqlite", uri)
 	}
 	return nil
-}
-
-// CheckHadoopWarehouse refuses a local warehouse the hadoop catalog would misplace files of.
-// iceberg-go (v0.7) keeps a hadoop table's location as a bare path, which its writers parse
-// as a URL and join onto as one: every character a URL path escapes comes out escaped, in a
-// path no scheme marks as escaped, so data and manifest files land under another directory
-// than the table's metadata; and a '%' not followed by two hex digits fails that parse, so
-// the catalog cannot open at all. An sql catalog's locations are file:// URIs and take any
-// path.
-func CheckHadoopWarehouse(path string) error {
-	escaped := (&url.URL{Path: path}).EscapedPath()
-	if escaped == path {
-		return nil
-	}
-	var bad []string
-	for _, r := range path {
-		if c := string(r); (&url.URL{Path: c}).EscapedPath() != c && !slices.Contains(bad, strconv.Quote(c)) {
-			bad = append(bad, strconv.Quote(c))
-		}
-	}
-	return fmt.Errorf("%q: the hadoop catalog cannot use a path with %s in it (iceberg-go would write its data files under %q); "+
-		"use a path of ASCII letters, digits and -_.~/ or catalog {type: sql, uri: \"sqlite:///path/catalog.db\"}", path, strings.Join(bad, ", "), escaped)
 }

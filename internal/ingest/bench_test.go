@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
 
 	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/rowform"
 )
 
 const benchRows = 1000
@@ -28,7 +29,7 @@ func (nopStore) Ingest(string, string, []byte) (cache.Result, error) {
 	return cache.Result{Accepted: benchRows, FirstSeq: 1, LastSeq: benchRows}, nil
 }
 
-func (nopStore) IngestRowGroups(string, []cache.RowGroup) (cache.Result, error) {
+func (nopStore) IngestRowGroups(string, []rowform.RowGroup) (cache.Result, error) {
 	return cache.Result{}, nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/rowform"
 )
 
 // fuzzStore reaches every store outcome from the fuzzed body: "BAD" is an input error,
@@ -40,7 +41,7 @@ func (s fuzzStore) Ingest(dataset, source string, body []byte) (cache.Result, er
 	return cache.Result{Accepted: n, FirstSeq: 1, LastSeq: int64(n)}, nil
 }
 
-func (s fuzzStore) IngestRowGroups(dataset string, groups []cache.RowGroup) (cache.Result, error) {
+func (s fuzzStore) IngestRowGroups(dataset string, groups []rowform.RowGroup) (cache.Result, error) {
 	n := 0
 	for _, g := range groups {
 		n += g.Rows

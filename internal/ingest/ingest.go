@@ -29,6 +29,7 @@ import (
 	"github.com/hyp-project/hyp/internal/cache"
 	"github.com/hyp-project/hyp/internal/httpbody"
 	"github.com/hyp-project/hyp/internal/otlp"
+	"github.com/hyp-project/hyp/internal/rowform"
 )
 
 // Store makes ingest requests durable; *cache.Cache implements it. Both methods are atomic
@@ -39,7 +40,7 @@ import (
 // memory for the next request.
 type Store interface {
 	Ingest(dataset, source string, body []byte) (cache.Result, error)
-	IngestRowGroups(dataset string, groups []cache.RowGroup) (cache.Result, error)
+	IngestRowGroups(dataset string, groups []rowform.RowGroup) (cache.Result, error)
 }
 
 // Options configure NewHandler.

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/rowform"
 )
 
 // call is one store call as the fake saw it; body and rows are copies, since the handler
@@ -35,7 +36,7 @@ type call struct {
 	dataset string
 	source  string
 	body    string
-	rows    []cache.Row
+	rows    []rowform.Row
 }
 
 // fakeStore records calls. Unless err is set, it accepts every non-blank line (or row)
@@ -57,13 +58,13 @@ func (s *fakeStore) Ingest(dataset, source string, body []byte) (cache.Result, e
 	return s.record(call{method: "Ingest", dataset: dataset, source: source, body: string(body)}, n)
 }
 
-func (s *fakeStore) IngestRowGroups(dataset string, groups []cache.RowGroup) (cache.Result, error) {
+func (s *fakeStore) IngestRowGroups(dataset string, groups []rowform.RowGroup) (cache.Result, error) {
 	c := call{method: "IngestRowGroups", dataset: dataset}
 	for _, g := range groups {
 		body := g.Body
 		for range g.Rows {
 			n := binary.LittleEndian.Uint32(body) // the row form's frame: u32 length, row
-			c.rows = append(c.rows, cache.Row{Source: g.Source, Line: bytes.Clone(body[4 : 4+n])})
+			c.rows = append(c.rows, rowform.Row{Source: g.Source, Line: bytes.Clone(body[4 : 4+n])})
 			body = body[4+n:]
 		}
 	}
@@ -578,7 +579,7 @@ func TestOTLP(t *testing.T) {
 					c.dataset, len(c.rows), c.rows[0].Source, tc.wantDataset, tc.wantRows, tc.wantSource)
 			}
 			for i, r := range c.rows {
-				if line := cache.RowJSON(r.Line); !json.Valid(line) {
+				if line := rowform.RowJSON(r.Line); !json.Valid(line) {
 					t.Errorf("row %d is not a JSON object in the row form: %s", i, line)
 				}
 			}

@@ -20,7 +20,7 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 
-	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/testutil/lakeread"
 )
 
@@ -41,8 +41,8 @@ func boundsRecord(t testing.TB, first int64) arrow.RecordBatch {
 		{Name: "n", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
 		{Name: "f", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
 		{Name: "ok", Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
-		{Name: cache.SeqColumn, Type: arrow.PrimitiveTypes.Int64},
-		{Name: cache.IngestedAtColumn, Type: ts},
+		{Name: columns.SeqColumn, Type: arrow.PrimitiveTypes.Int64},
+		{Name: columns.IngestedAtColumn, Type: ts},
 	}, nil)
 	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
 	defer b.Release()

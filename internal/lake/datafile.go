@@ -19,7 +19,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/hyp-project/hyp/internal/bounds"
-	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/parquetw"
 )
 
@@ -204,7 +204,7 @@ func (w *runWriter) create(path string) (*lakeFile, error) {
 	d.pw = parquetw.NewWriter(d.bw, w.schema, parquetw.Options{
 		RowGroupRows: rowGroupRows,
 		// Unique per row, so a dictionary never pays off.
-		Plain: []string{cache.SeqColumn, cache.IngestedAtColumn},
+		Plain: []string{columns.SeqColumn, columns.IngestedAtColumn},
 	})
 	return d, nil
 }

@@ -20,9 +20,10 @@ import (
 // commits to the catalog. Its local IO never fsyncs, so on a local warehouse a power loss
 // after a commit (durable in SQLite or PostgreSQL, or a rename for the hadoop catalog)
 // could leave the catalog naming files the disk never kept, and the sink's watermark past
-// rows the table no longer has. durableFS replaces that IO: under the warehouse of an open
-// Lake a created file is fsync'd before its Close returns, new directories and renames are
-// fsync'd in their parents, so nothing a commit names can be taken back.
+// rows the table no longer has. durableFS replaces that IO (InstallDurableIO): under the
+// warehouse of an open Lake a created file is fsync'd before its Close returns, new
+// directories and renames are fsync'd in their parents, so nothing a commit names can be
+// taken back.
 //
 // The registry is iceberg-go's and process-wide, so the set of warehouses is too. Every
 // other local path passes through unchanged: the cache's own tables recover a lost commit
@@ -35,18 +36,39 @@ var warehouses = struct {
 	roots map[string]*warehouseRoot
 }{roots: map[string]*warehouseRoot{}}
 
-// init swaps the IO in before any goroutine can look it up: swapped later, a table load
-// elsewhere in the process (the cache's flush) could fall between the Unregister and the
-// Register and find no IO for file locations. Until a Lake opens, durableFS is exactly
-// iceberg-go's local IO.
-func init() {
-	// The built-in local IO serves both "file" and scheme-less locations.
-	for _, scheme := range []string{"file", ""} {
-		icebergio.Unregister(scheme)
-		icebergio.Register(scheme, func(context.Context, *url.URL, map[string]string) (icebergio.IO, error) {
-			return durableFS{}, nil
-		})
-	}
+// installDurable makes InstallDurableIO's swap happen once in a process.
+var installDurable sync.Once
+
+// InstallDurableIO swaps durableFS in for iceberg-go's local file IO (the "file" scheme and
+// scheme-less locations) for the whole process. It must be called once before any iceberg
+// table is loaded: cmd/hyp's main calls it first thing, node.Open before it opens the cache
+// (whose tables iceberg-go's hadoop catalog keeps on local disk), and Open before it opens
+// a catalog. Only the first call swaps; a later one returns once that swap is done, having
+// done nothing, so every place that may come first calls it.
+//
+// It must come before any goroutine can look the IO up: iceberg-go's registry can only
+// Unregister a scheme and Register it again, so a table load elsewhere in the process (the
+// cache's flush) that fell between the two would find no IO for file locations and fail.
+// Until a Lake opens, durableFS is exactly iceberg-go's local IO, so swapping early changes
+// nothing for the cache.
+//
+// If nothing calls it before a Lake opens, that Lake's Open does, so a local warehouse's
+// commits are durable all the same; what is lost is the ordering: the swap then happens
+// while anything else in the process that uses iceberg-go (a cache already open, say) may
+// be loading a table through the registry, and such a load can fail. A process, or a test
+// binary, that opens a cache and then a Lake must therefore call it before opening the
+// cache (a test binary in its TestMain). A process that never calls it and never opens a
+// Lake keeps iceberg-go's own local IO, which is all the cache needs.
+func InstallDurableIO() {
+	installDurable.Do(func() {
+		// The built-in local IO serves both "file" and scheme-less locations.
+		for _, scheme := range []string{"file", ""} {
+			icebergio.Unregister(scheme)
+			icebergio.Register(scheme, func(context.Context, *url.URL, map[string]string) (icebergio.IO, error) {
+				return durableFS{}, nil
+			})
+		}
+	})
 }
 
 type warehouseRoot struct {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	icebergio "github.com/apache/iceberg-go/io"
 )
 
 // Every file a commit leaves in a local warehouse (data files, manifests, manifest lists,
@@ -84,5 +85,25 @@ func TestLocalWarehouseIsDurable(t *testing.T) {
 				t.Fatal("the warehouse is still synced after its Lake closed")
 			}
 		})
+	}
+}
+
+// InstallDurableIO swaps the local IO once, however often and from however many goroutines
+// it is called, and both local forms of a location get durableFS afterwards.
+func TestInstallDurableIOIsIdempotent(t *testing.T) {
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(InstallDurableIO)
+	}
+	wg.Wait()
+	InstallDurableIO()
+	for _, loc := range []string{"file:///tmp/x", "/tmp/x"} {
+		fsys, err := icebergio.LoadFS(context.Background(), nil, loc)
+		if err != nil {
+			t.Fatalf("%s: %v", loc, err)
+		}
+		if _, ok := fsys.(durableFS); !ok {
+			t.Errorf("%s: the IO is %T, not durableFS", loc, fsys)
+		}
 	}
 }

@@ -10,8 +10,9 @@
 // file is never added to a table twice.
 //
 // It also owns making a local warehouse's files durable before a commit names them
-// (durable.go), which replaces iceberg-go's local file IO for the whole process and must
-// leave every path outside an open Lake's warehouse as that IO treats it.
+// (durable.go): InstallDurableIO, which the process calls before it loads any table,
+// replaces iceberg-go's local file IO for the whole process, and the replacement must leave
+// every path outside an open Lake's warehouse as that IO treats it.
 //
 // The package never reads the cache or the watermarks (the sink decides what a unit holds
 // and when to ask), deletes files only in Maintain and only those nothing retained or
@@ -43,8 +44,8 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // postgres:// catalogs
 	_ "modernc.org/sqlite"             // sqlite:/// catalogs
 
-	"github.com/hyp-project/hyp/internal/config"
 	"github.com/hyp-project/hyp/internal/fsutil"
+	"github.com/hyp-project/hyp/internal/icebergpath"
 	"github.com/hyp-project/hyp/internal/redact"
 )
 
@@ -115,6 +116,7 @@ type Lake struct {
 // Open connects to the catalog (creating the sqlite file, the local warehouse and the
 // namespace when missing).
 func Open(ctx context.Context, o Options) (*Lake, error) {
+	InstallDurableIO()
 	props := iceberg.Properties{}
 	warehouse := o.Warehouse
 	local := !strings.HasPrefix(warehouse, "s3://")
@@ -134,7 +136,7 @@ func Open(ctx context.Context, o Options) (*Lake, error) {
 			return nil, fmt.Errorf("warehouse %q: want an absolute path or s3://", warehouse)
 		}
 		if o.Catalog == "hadoop" {
-			if err := config.CheckHadoopWarehouse(warehouse); err != nil {
+			if err := icebergpath.CheckHadoopWarehouse(warehouse); err != nil {
 				return nil, err
 			}
 		}

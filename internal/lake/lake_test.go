@@ -16,7 +16,7 @@ import (
 	"github.com/apache/iceberg-go"
 	"github.com/apache/iceberg-go/table"
 
-	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/testutil/miniotest"
 )
 
@@ -29,8 +29,8 @@ func cacheRecord(t testing.TB, first int64, n int, nType arrow.DataType) arrow.R
 		{Name: "msg", Type: arrow.BinaryTypes.String, Nullable: true},
 		{Name: "n", Type: nType, Nullable: true},
 		{Name: "service.name", Type: arrow.BinaryTypes.String, Nullable: true},
-		{Name: cache.SeqColumn, Type: arrow.PrimitiveTypes.Int64},
-		{Name: cache.IngestedAtColumn, Type: ts},
+		{Name: columns.SeqColumn, Type: arrow.PrimitiveTypes.Int64},
+		{Name: columns.IngestedAtColumn, Type: ts},
 	}, nil)
 	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
 	defer b.Release()
@@ -163,7 +163,7 @@ func TestCommitAndRecover(t *testing.T) {
 				if tbl.Properties()[table.CommitNumRetriesKey] == "" {
 					t.Errorf("table has no commit retries set: %v", tbl.Properties())
 				}
-				for _, col := range []string{"msg", "n", "service.name", cache.SeqColumn, cache.IngestedAtColumn, SourceColumn, GatewayColumn} {
+				for _, col := range []string{"msg", "n", "service.name", columns.SeqColumn, columns.IngestedAtColumn, SourceColumn, GatewayColumn} {
 					if _, ok := tbl.Schema().FindFieldByName(col); !ok {
 						t.Errorf("table has no column %q: %s", col, tbl.Schema())
 					}
@@ -345,8 +345,8 @@ func TestNamesParquetCannotHoldTogether(t *testing.T) {
 		{Name: "a.b", Type: arrow.BinaryTypes.String, Nullable: true},
 		{Name: "a_x2Eb", Type: arrow.BinaryTypes.String, Nullable: true},
 		{Name: "", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
-		{Name: cache.SeqColumn, Type: arrow.PrimitiveTypes.Int64},
-		{Name: cache.IngestedAtColumn, Type: ts},
+		{Name: columns.SeqColumn, Type: arrow.PrimitiveTypes.Int64},
+		{Name: columns.IngestedAtColumn, Type: ts},
 	}, nil)
 	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
 	defer b.Release()

@@ -15,7 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/iceberg-go/table"
 
-	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/columns"
 )
 
 // rowsOf reads the table's rows back through a scan: how many times each (source, seq)
@@ -30,7 +30,7 @@ func rowsOf(t *testing.T, l *Lake) map[string]int {
 	if tbl.CurrentSnapshot() == nil {
 		return out
 	}
-	at, err := tbl.Scan(table.WithSelectedFields(SourceColumn, cache.SeqColumn)).ToArrowTable(context.Background())
+	at, err := tbl.Scan(table.WithSelectedFields(SourceColumn, columns.SeqColumn)).ToArrowTable(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func rowsOf(t *testing.T, l *Lake) map[string]int {
 	for rd.Next() {
 		rec := rd.RecordBatch()
 		src := rec.Column(rec.Schema().FieldIndices(SourceColumn)[0]).(*array.String)
-		seq := rec.Column(rec.Schema().FieldIndices(cache.SeqColumn)[0]).(*array.Int64)
+		seq := rec.Column(rec.Schema().FieldIndices(columns.SeqColumn)[0]).(*array.Int64)
 		for i := range int(rec.NumRows()) {
 			out[fmt.Sprintf("%s/%d", src.Value(i), seq.Value(i))]++
 		}
@@ -225,7 +225,7 @@ func maintainOrphans(t *testing.T, catalogType string) {
 	dir := t.TempDir()
 	o := Options{Catalog: catalogType, Warehouse: filepath.Join(dir, "warehouse"), Namespace: "hyp", PartitionBy: "day", Gateway: "gw-a"}
 	if catalogType == "sql" {
-		// The hadoop catalog refuses such a warehouse (config.CheckHadoopWarehouse): only
+		// The hadoop catalog refuses such a warehouse (icebergpath.CheckHadoopWarehouse): only
 		// the sql one is tried.
 		o.URI, o.Warehouse = "sqlite://"+filepath.Join(dir, "cat.db"), filepath.Join(dir, "ware house %41")
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/columns"
 )
 
 // twinBatch is one row whose fields are names, each holding its own name as a string value,
@@ -22,7 +22,7 @@ func twinBatch(t *testing.T, seq int64, names ...string) Batch {
 	for _, n := range names {
 		fields = append(fields, arrow.Field{Name: n, Type: arrow.BinaryTypes.String, Nullable: true})
 	}
-	fields = append(fields, arrow.Field{Name: cache.SeqColumn, Type: arrow.PrimitiveTypes.Int64}, arrow.Field{Name: cache.IngestedAtColumn, Type: ts})
+	fields = append(fields, arrow.Field{Name: columns.SeqColumn, Type: arrow.PrimitiveTypes.Int64}, arrow.Field{Name: columns.IngestedAtColumn, Type: ts})
 	b := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema(fields, nil))
 	defer b.Release()
 	for i, n := range names {

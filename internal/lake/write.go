@@ -17,7 +17,7 @@ import (
 	"github.com/apache/iceberg-go/table"
 	"github.com/google/uuid"
 
-	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/columns"
 )
 
 // Columns every table has besides the user columns (SPEC 6b).
@@ -27,7 +27,7 @@ const (
 )
 
 // Batch is one unit's rows as the cache's scan gives them: the user columns plus
-// cache.SeqColumn and cache.IngestedAtColumn. Commit does not release the records.
+// columns.SeqColumn and columns.IngestedAtColumn. Commit does not release the records.
 type Batch struct {
 	Unit    Unit
 	Source  string // the partition's source, every row's _hyp_source
@@ -137,7 +137,7 @@ func newColumns(sc *iceberg.Schema, batches []Batch) ([]iceberg.NestedField, err
 	for _, b := range batches {
 		for _, r := range b.Records {
 			for _, f := range r.Schema().Fields() {
-				if f.Name == cache.SeqColumn || f.Name == cache.IngestedAtColumn {
+				if f.Name == columns.SeqColumn || f.Name == columns.IngestedAtColumn {
 					continue
 				}
 				t, err := icebergType(f.Type)
@@ -160,8 +160,8 @@ func newColumns(sc *iceberg.Schema, batches []Batch) ([]iceberg.NestedField, err
 // create makes the dataset's table with hyp's own columns; user columns follow as they come.
 func (l *Lake) create(ctx context.Context, dataset string) (*table.Table, error) {
 	sc := iceberg.NewSchema(0,
-		iceberg.NestedField{ID: 1, Name: cache.SeqColumn, Type: iceberg.PrimitiveTypes.Int64},
-		iceberg.NestedField{ID: 2, Name: cache.IngestedAtColumn, Type: iceberg.PrimitiveTypes.TimestampTz},
+		iceberg.NestedField{ID: 1, Name: columns.SeqColumn, Type: iceberg.PrimitiveTypes.Int64},
+		iceberg.NestedField{ID: 2, Name: columns.IngestedAtColumn, Type: iceberg.PrimitiveTypes.TimestampTz},
 		iceberg.NestedField{ID: 3, Name: SourceColumn, Type: iceberg.PrimitiveTypes.String},
 		iceberg.NestedField{ID: 4, Name: GatewayColumn, Type: iceberg.PrimitiveTypes.String},
 	)
@@ -174,7 +174,7 @@ func (l *Lake) create(ctx context.Context, dataset string) (*table.Table, error)
 		tr = iceberg.HourTransform{}
 	}
 	if tr != nil {
-		spec := iceberg.NewPartitionSpec(iceberg.PartitionField{SourceIDs: []int{2}, FieldID: 1000, Name: cache.IngestedAtColumn + "_" + l.part, Transform: tr})
+		spec := iceberg.NewPartitionSpec(iceberg.PartitionField{SourceIDs: []int{2}, FieldID: 1000, Name: columns.IngestedAtColumn + "_" + l.part, Transform: tr})
 		opts = append(opts, catalog.WithPartitionSpec(&spec))
 	}
 	tbl, err := l.cat.CreateTable(ctx, l.ident(dataset), sc, opts...)
@@ -423,7 +423,7 @@ func (l *Lake) project(sc *iceberg.Schema, b Batch) ([]arrow.RecordBatch, error)
 		for i, f := range rec.Schema().Fields() {
 			col := rec.Column(i)
 			name := f.Name
-			if name != cache.SeqColumn && name != cache.IngestedAtColumn {
+			if name != columns.SeqColumn && name != columns.IngestedAtColumn {
 				t, err := icebergType(f.Type)
 				if err != nil {
 					release()

@@ -19,7 +19,9 @@ import (
 	"github.com/hyp-project/hyp/internal/cache"
 	"github.com/hyp-project/hyp/internal/config"
 	"github.com/hyp-project/hyp/internal/home"
+	"github.com/hyp-project/hyp/internal/lake"
 	"github.com/hyp-project/hyp/internal/promreg"
+	"github.com/hyp-project/hyp/internal/rowform"
 	"github.com/hyp-project/hyp/internal/sink"
 )
 
@@ -56,6 +58,9 @@ func Open(ctx context.Context, dir string, cfg *config.Config, log *slog.Logger)
 		Help: "Time of each group fsync of the cache's write-ahead log (an acknowledgement waits for one).", Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 12)})
 	flushes := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "hyp_flush_seconds",
 		Help: "Time of each flush of acknowledged rows from the log into the cache's tables.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 13)})
+	// Before the cache loads its first table: the sinks' lakes swap iceberg-go's local file
+	// IO, which the cache's tables go through too.
+	lake.InstallDurableIO()
 	c, err := cache.Open(ctx, home.Cache(dir), cache.Options{Logger: log,
 		OnFsync: func(d time.Duration) { fsyncs.Observe(d.Seconds()) }, OnFlush: func(d time.Duration) { flushes.Observe(d.Seconds()) }})
 	if err != nil {
@@ -100,7 +105,7 @@ func (n *Node) Ingest(dataset, source string, body []byte) (cache.Result, error)
 }
 
 // IngestRowGroups implements the ingest store.
-func (n *Node) IngestRowGroups(dataset string, groups []cache.RowGroup) (cache.Result, error) {
+func (n *Node) IngestRowGroups(dataset string, groups []rowform.RowGroup) (cache.Result, error) {
 	return n.Cache.IngestRowGroups(dataset, groups)
 }
 

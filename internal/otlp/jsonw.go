@@ -9,7 +9,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/rowform"
 	"github.com/hyp-project/hyp/internal/rowjson"
 )
 
@@ -22,7 +22,7 @@ import (
 // byte is not the '{' or '[' that opened the current container.
 //
 // With fields set, the writer frames a row's top-level members in the cache's row form
-// (cache.BeginField) instead of writing the row's braces, separators and keys as JSON: the
+// (rowform.BeginField) instead of writing the row's braces, separators and keys as JSON: the
 // row is written as its members, never as an object, and the cache stores it without
 // parsing it. Values, nested ones included, are JSON either way.
 type jsonWriter struct {
@@ -58,7 +58,7 @@ func (w *jsonWriter) endArray()    { w.b = append(w.b, ']'); w.depth-- }
 func (w *jsonWriter) key(k string) {
 	if w.fields && w.depth == 0 {
 		w.endField()
-		w.b, w.at = cache.BeginField(w.b, k)
+		w.b, w.at = rowform.BeginField(w.b, k)
 		return
 	}
 	w.sep()
@@ -69,7 +69,7 @@ func (w *jsonWriter) key(k string) {
 // endField completes the open member's frame, if any.
 func (w *jsonWriter) endField() {
 	if w.at > 0 {
-		cache.EndField(w.b, w.at)
+		rowform.EndField(w.b, w.at)
 		w.at = 0
 	}
 }

@@ -9,7 +9,7 @@
 // pdata objects, nothing allocated per record) and the rows of a request
 // share one output buffer, which a Batch keeps for the next request. Rows
 // are framed in it as the cache's log keeps a partition's rows
-// (cache.RowGroup), so the cache logs the buffer without copying the rows.
+// (rowform.RowGroup), so the cache logs the buffer without copying the rows.
 // What they accept is what the OpenTelemetry Collector's pdata accepts,
 // decoded to the same rows; the differential fuzz targets hold them to
 // that, with pdata as the reference. OTLP/JSON differs
@@ -94,7 +94,7 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/rowform"
 )
 
 // Signal names one OTLP signal; its value is also the dataset name the
@@ -108,13 +108,13 @@ const (
 	Metrics Signal = "metrics"
 )
 
-// Row is one flattened record, in the form the cache takes it (cache.Row).
+// Row is one flattened record, in the form the cache takes it (rowform.Row).
 // Source is the resource's service.name attribute made a valid source value
 // (partition.SanitizeSource), or "unknown" when it is absent or empty; the
 // cache partitions datasets by it. Line is the row in the cache's row form
-// (cache.BeginField): its top-level fields, each value JSON text;
-// cache.RowJSON turns it into the JSON object the row shapes above describe.
-type Row = cache.Row
+// (rowform.BeginField): its top-level fields, each value JSON text;
+// rowform.RowJSON turns it into the JSON object the row shapes above describe.
+type Row = rowform.Row
 
 // Batch holds the rows of one decoded request and the buffers their lines
 // share. Decoding into a Batch that held an earlier request reuses its
@@ -124,7 +124,7 @@ type Batch struct {
 	Rows []Row
 	// Groups are the same rows framed for cache.IngestRowGroups: a group for each run of
 	// rows of one source within one of the buffers, its body the rows' memory itself.
-	Groups []cache.RowGroup
+	Groups []rowform.RowGroup
 	// chunks are the buffers the rows are written in. Rows go into chunks of
 	// chunkBytes rather than one buffer grown by doubling, so what a request's rows
 	// take is charged to its Meter as it is allocated, never twice over by copies.

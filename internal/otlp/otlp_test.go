@@ -13,8 +13,8 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/plog"
 
-	"github.com/hyp-project/hyp/internal/cache"
 	"github.com/hyp-project/hyp/internal/partition"
+	"github.com/hyp-project/hyp/internal/rowform"
 )
 
 const (
@@ -383,7 +383,7 @@ func decodeLines(sig Signal, contentType string, body []byte) ([]Row, error) {
 		if rows[i].Source != first[i].Source || !bytes.Equal(rows[i].Line, first[i].Line) {
 			panic(fmt.Sprintf("row %d differs when decoded into a reused Batch", i))
 		}
-		rows[i].Line = cache.RowJSON(rows[i].Line)
+		rows[i].Line = rowform.RowJSON(rows[i].Line)
 	}
 	return rows, nil
 }

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"unsafe"
 
-	"github.com/hyp-project/hyp/internal/cache"
 	"github.com/hyp-project/hyp/internal/partition"
+	"github.com/hyp-project/hyp/internal/rowform"
 )
 
 // rowWriter renders the rows of one decoded request, in the cache's row form,
@@ -31,7 +31,7 @@ type rowWriter struct {
 	rowAt                      int      // where the open row's frame starts
 	total                      int      // the rows the request makes, for sizing chunks
 	rows                       []Row
-	groups                     []cache.RowGroup
+	groups                     []rowform.RowGroup
 }
 
 // chunkBytes bounds the chunks rows are written in past the first: large enough
@@ -135,7 +135,7 @@ func (rw *rowWriter) restBytes() int {
 	return rest*perRow + rest*perRow/8 + rowSlack
 }
 
-// seal frames the open chunk's rows: each as a cache.RowGroup's body frames it,
+// seal frames the open chunk's rows: each as a rowform.RowGroup's body frames it,
 // and the rows of one source that follow one another in the chunk make one
 // group, so the cache can log the chunk as it is.
 func (rw *rowWriter) seal() {
@@ -147,7 +147,7 @@ func (rw *rowWriter) seal() {
 		if n := len(rw.groups); i > 0 && rw.groups[n-1].Source == row.Source {
 			rw.groups[n-1].Rows++
 		} else {
-			rw.groups = append(rw.groups, cache.RowGroup{Source: row.Source})
+			rw.groups = append(rw.groups, rowform.RowGroup{Source: row.Source})
 			groupStart = start
 			rw.groups[n].Rows = 1
 		}
@@ -179,7 +179,7 @@ func (rw *rowWriter) begin(source string) *jsonWriter {
 		rw.nextChunk(need)
 	}
 	rw.rows = append(rw.rows, Row{Source: source})
-	rw.w.b, rw.rowAt = cache.BeginRow(rw.w.b)
+	rw.w.b, rw.rowAt = rowform.BeginRow(rw.w.b)
 	rw.w.b = append(rw.w.b, rw.prefix...)
 	rw.w.b = append(rw.w.b, rw.metricPrefix...)
 	return &rw.w
@@ -187,7 +187,7 @@ func (rw *rowWriter) begin(source string) *jsonWriter {
 
 func (rw *rowWriter) end() {
 	rw.w.endField()
-	cache.EndRow(rw.w.b, rw.rowAt)
+	rowform.EndRow(rw.w.b, rw.rowAt)
 	rw.offs = append(grow(rw.a, rw.offs, 1), len(rw.w.b))
 	// A row that outgrew its chunk while it was written had append move the chunk
 	// to a larger array.

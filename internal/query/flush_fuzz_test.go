@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/jsonrow"
 	"github.com/hyp-project/hyp/internal/rowjson"
 )
@@ -105,7 +106,7 @@ func checkFields(t *testing.T, c *cache.Cache, body []byte, res cache.Result) {
 		row := got[i]
 		i++
 		var overflow map[string]any
-		if s, ok := row[cache.OverflowColumn].(string); ok {
+		if s, ok := row[columns.OverflowColumn].(string); ok {
 			_ = json.Unmarshal([]byte(s), &overflow)
 		}
 		return sc.Object(line, func(fd jsonrow.Field) error {

@@ -5,12 +5,12 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/columns"
 )
 
 // The virtual column that names a row's partition, and read_parquet's file name column,
 // which is never shown. Which table columns are internal (shown only with
-// Options.Internal) is the cache's rule: cache.Internal.
+// Options.Internal) is the cache's rule: columns.Internal.
 const (
 	partitionColumn = "_hyp_partition"
 	fileColumn      = "_hyp_file"
@@ -99,7 +99,7 @@ func viewSQL(t Table, internal bool) (string, error) {
 	var cols []viewColumn
 	var src []Column // the table column behind cols[i]
 	for i, c := range t.Columns {
-		if !internal && cache.Internal(c.Name) {
+		if !internal && columns.Internal(c.Name) {
 			continue
 		}
 		typ, ok := duckTypes[c.Type]

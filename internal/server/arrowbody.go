@@ -18,9 +18,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	flatbuffers "github.com/google/flatbuffers/go"
 
-	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/httpbody"
 	"github.com/hyp-project/hyp/internal/jsonrow"
+	"github.com/hyp-project/hyp/internal/rowform"
 	"github.com/hyp-project/hyp/internal/rowjson"
 )
 
@@ -435,7 +436,7 @@ type arrowColumn struct {
 	frame    int          // the bytes a field of it costs in the cache's row form past its value
 	kind     rowjson.Kind // how its values become JSON text
 	perSec   int64        // rowjson.KindTimestamp's unit
-	overflow bool         // cache.OverflowColumn: each value must be one JSON object
+	overflow bool         // columns.OverflowColumn: each value must be one JSON object
 
 	// The batch at hand's column, one of them set as kind says.
 	valid  []byte // validity bitmap; nil when the batch has no nulls here
@@ -456,37 +457,37 @@ func arrowColumns(sc *arrow.Schema) (cols []arrowColumn, seqAt, timeAt int, perS
 	for i, f := range sc.Fields() {
 		key := []byte(f.Name)
 		switch {
-		case f.Name == cache.SeqColumn:
+		case f.Name == columns.SeqColumn:
 			switch {
 			case seqAt >= 0:
-				return nil, 0, 0, 0, fieldError("bad_seq", "%s appears twice", cache.SeqColumn)
+				return nil, 0, 0, 0, fieldError("bad_seq", "%s appears twice", columns.SeqColumn)
 			case f.Type.ID() != arrow.INT64:
-				return nil, 0, 0, 0, fieldError("bad_seq", "%s must be an int64 column, got %s", cache.SeqColumn, f.Type)
+				return nil, 0, 0, 0, fieldError("bad_seq", "%s must be an int64 column, got %s", columns.SeqColumn, f.Type)
 			}
 			seqAt = i
 			continue
-		case f.Name == cache.IngestedAtColumn:
+		case f.Name == columns.IngestedAtColumn:
 			switch {
 			case timeAt >= 0:
-				return nil, 0, 0, 0, fieldError("bad_ingested_at", "%s appears twice", cache.IngestedAtColumn)
+				return nil, 0, 0, 0, fieldError("bad_ingested_at", "%s appears twice", columns.IngestedAtColumn)
 			case f.Type.ID() != arrow.TIMESTAMP:
-				return nil, 0, 0, 0, fieldError("bad_ingested_at", "%s must be a timestamp column, got %s", cache.IngestedAtColumn, f.Type)
+				return nil, 0, 0, 0, fieldError("bad_ingested_at", "%s must be a timestamp column, got %s", columns.IngestedAtColumn, f.Type)
 			}
 			timeAt, perSec = i, rowjson.PerSecond(f.Type.(*arrow.TimestampType).Unit)
 			continue
 		case !utf8.Valid(key):
 			return nil, 0, 0, 0, fieldError("bad_field", "field name %q is not valid UTF-8", f.Name)
-		case cache.CheckFieldName(key) != "":
-			return nil, 0, 0, 0, fieldError("bad_field", "%s", cache.CheckFieldName(key))
-		case f.Name == cache.OverflowColumn:
+		case columns.CheckFieldName(key) != "":
+			return nil, 0, 0, 0, fieldError("bad_field", "%s", columns.CheckFieldName(key))
+		case f.Name == columns.OverflowColumn:
 			if hasOvf {
-				return nil, 0, 0, 0, fieldError("bad_field", "%s appears twice", cache.OverflowColumn)
+				return nil, 0, 0, 0, fieldError("bad_field", "%s appears twice", columns.OverflowColumn)
 			}
 			hasOvf = true
-		case cache.CheckReserved(key) != "":
-			return nil, 0, 0, 0, fieldError("bad_field", "%s", cache.CheckReserved(key))
+		case columns.CheckReserved(key) != "":
+			return nil, 0, 0, 0, fieldError("bad_field", "%s", columns.CheckReserved(key))
 		}
-		c := arrowColumn{index: i, name: f.Name, overflow: f.Name == cache.OverflowColumn,
+		c := arrowColumn{index: i, name: f.Name, overflow: f.Name == columns.OverflowColumn,
 			key:   append(rowjson.AppendString(nil, f.Name), ':'),
 			frame: binary.PutUvarint(make([]byte, binary.MaxVarintLen64), uint64(len(f.Name))) + len(f.Name) + 5}
 		var ok bool
@@ -494,15 +495,15 @@ func arrowColumns(sc *arrow.Schema) (cols []arrowColumn, seqAt, timeAt int, perS
 			return nil, 0, 0, 0, fieldError("bad_field", "column %q has type %s: hyp stores string, large_string, int64, float64, bool and timestamp columns", f.Name, f.Type)
 		}
 		if c.overflow && c.kind != rowjson.KindString && c.kind != rowjson.KindLargeString {
-			return nil, 0, 0, 0, fieldError("bad_field", "%s must be a string column holding one JSON object per row, got %s", cache.OverflowColumn, f.Type)
+			return nil, 0, 0, 0, fieldError("bad_field", "%s must be a string column holding one JSON object per row, got %s", columns.OverflowColumn, f.Type)
 		}
 		cols = append(cols, c)
 	}
 	switch {
 	case seqAt < 0:
-		return nil, 0, 0, 0, fieldError("bad_seq", "the stream has no %s column", cache.SeqColumn)
+		return nil, 0, 0, 0, fieldError("bad_seq", "the stream has no %s column", columns.SeqColumn)
 	case timeAt < 0:
-		return nil, 0, 0, 0, fieldError("bad_ingested_at", "the stream has no %s column", cache.IngestedAtColumn)
+		return nil, 0, 0, 0, fieldError("bad_ingested_at", "the stream has no %s column", columns.IngestedAtColumn)
 	}
 	return cols, seqAt, timeAt, perSec, nil
 }
@@ -576,7 +577,7 @@ func parseArrow(body []byte, sc arrowScan, first, last int64, form rowForm, inca
 			Msg: fmt.Sprintf("%s %d-%d, but the chunk has no rows", headerSeqRange, first, last)}
 	case d.prev != last:
 		rerr = &httpbody.Error{Status: http.StatusBadRequest, Kind: "bad_seq_range", Line: len(c.seqs),
-			Msg: fmt.Sprintf("%s declares %d-%d, but the last row's %s is %d", headerSeqRange, first, last, cache.SeqColumn, d.prev)}
+			Msg: fmt.Sprintf("%s declares %d-%d, but the last row's %s is %d", headerSeqRange, first, last, columns.SeqColumn, d.prev)}
 	}
 	if rerr != nil {
 		c.release()
@@ -602,11 +603,11 @@ func (d *arrowDecoder) batch(rec arrow.RecordBatch) *httpbody.Error {
 		seq := seqs[i]
 		switch {
 		case seqCol.IsNull(i):
-			return fail(i, rowError("bad_seq", "row has no %s", cache.SeqColumn))
+			return fail(i, rowError("bad_seq", "row has no %s", columns.SeqColumn))
 		case seq < 1:
-			return fail(i, rowError("bad_seq", "%s %d is not a positive integer", cache.SeqColumn, seq))
+			return fail(i, rowError("bad_seq", "%s %d is not a positive integer", columns.SeqColumn, seq))
 		case timeCol.IsNull(i):
-			return fail(i, rowError("bad_ingested_at", "row has no %s", cache.IngestedAtColumn))
+			return fail(i, rowError("bad_ingested_at", "row has no %s", columns.IngestedAtColumn))
 		case d.prev > 0 && seq <= d.prev:
 			return fail(i, notFollowing(seq, d.prev))
 		case d.prev == 0 && seq != d.first:
@@ -616,7 +617,7 @@ func (d *arrowDecoder) batch(rec arrow.RecordBatch) *httpbody.Error {
 		}
 		at, ok := micros(int64(times[i]), d.perSec)
 		if !ok {
-			return fail(i, rowError("bad_ingested_at", "%s %d (1/%d s) is not a time RFC 3339 can write", cache.IngestedAtColumn, times[i], d.perSec))
+			return fail(i, rowError("bad_ingested_at", "%s %d (1/%d s) is not a time RFC 3339 can write", columns.IngestedAtColumn, times[i], d.perSec))
 		}
 		d.prev = seq
 		d.c.ats = append(d.c.ats, at)
@@ -676,19 +677,19 @@ func (d *arrowDecoder) row(i int, seq int64) *httpbody.Error {
 	dst := d.out.buf
 	if d.form == cacheRows {
 		var frame int
-		dst, frame = cache.BeginRow(dst)
+		dst, frame = rowform.BeginRow(dst)
 		for j := range d.cols {
 			c := &d.cols[j]
 			if c.null(i) {
 				continue
 			}
 			var f int
-			dst, f = cache.BeginField(dst, c.name)
+			dst, f = rowform.BeginField(dst, c.name)
 			dst = c.appendValue(dst, i)
-			cache.EndField(dst, f)
+			rowform.EndField(dst, f)
 		}
 		dst = appendOrigin(dst, seq, d.incarnation)
-		cache.EndRow(dst, frame)
+		rowform.EndRow(dst, frame)
 	} else {
 		dst = append(dst, '{')
 		kept := 0
@@ -825,7 +826,7 @@ func (c *arrowColumn) checkOverflow(sc *jsonrow.Scanner, n int) (int, error) {
 			v = c.lstr.Value(i)
 		}
 		if err := sc.Object([]byte(v), nil); err != nil {
-			return i, rowError("bad_field", "%s is a string that does not hold exactly one JSON object (%v): %.60q", cache.OverflowColumn, err, v)
+			return i, rowError("bad_field", "%s is a string that does not hold exactly one JSON object (%v): %.60q", columns.OverflowColumn, err, v)
 		}
 	}
 	return 0, nil

@@ -15,7 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/httpbody"
 	"github.com/hyp-project/hyp/internal/rowjson"
 )
@@ -28,15 +28,15 @@ var tsUS = &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
 func testRows(t testing.TB, seqs []int64) arrow.RecordBatch {
 	t.Helper()
 	sc := arrow.NewSchema([]arrow.Field{
-		{Name: cache.SeqColumn, Type: arrow.PrimitiveTypes.Int64},
-		{Name: cache.IngestedAtColumn, Type: tsUS},
+		{Name: columns.SeqColumn, Type: arrow.PrimitiveTypes.Int64},
+		{Name: columns.IngestedAtColumn, Type: tsUS},
 		{Name: "msg", Type: arrow.BinaryTypes.String, Nullable: true},
 		{Name: "service.name", Type: arrow.BinaryTypes.String, Nullable: true},
 		{Name: "n", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
 		{Name: "ratio", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
 		{Name: "ok", Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
 		{Name: "nested", Type: arrow.BinaryTypes.String, Nullable: true},
-		{Name: cache.OverflowColumn, Type: arrow.BinaryTypes.String, Nullable: true},
+		{Name: columns.OverflowColumn, Type: arrow.BinaryTypes.String, Nullable: true},
 	}, nil)
 	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
 	defer b.Release()
@@ -169,8 +169,8 @@ func streamOf(t testing.TB, fields []arrow.Field, fill func(b *array.RecordBuild
 }
 
 func TestArrowBodyRefusals(t *testing.T) {
-	seqF := arrow.Field{Name: cache.SeqColumn, Type: arrow.PrimitiveTypes.Int64, Nullable: true}
-	atF := arrow.Field{Name: cache.IngestedAtColumn, Type: tsUS, Nullable: true}
+	seqF := arrow.Field{Name: columns.SeqColumn, Type: arrow.PrimitiveTypes.Int64, Nullable: true}
+	atF := arrow.Field{Name: columns.IngestedAtColumn, Type: tsUS, Nullable: true}
 	rows := func(seqs []int64, extra func(b *array.RecordBuilder)) func(b *array.RecordBuilder) {
 		return func(b *array.RecordBuilder) {
 			for _, s := range seqs {
@@ -209,7 +209,7 @@ func TestArrowBodyRefusals(t *testing.T) {
 		{"no seq column", streamOf(t, []arrow.Field{atF}, func(b *array.RecordBuilder) {
 			b.Field(0).(*array.TimestampBuilder).Append(1)
 		}), 1, 1, "bad_seq", 0},
-		{"seq not int64", streamOf(t, []arrow.Field{{Name: cache.SeqColumn, Type: arrow.BinaryTypes.String}, atF}, func(b *array.RecordBuilder) {
+		{"seq not int64", streamOf(t, []arrow.Field{{Name: columns.SeqColumn, Type: arrow.BinaryTypes.String}, atF}, func(b *array.RecordBuilder) {
 			b.Field(0).(*array.StringBuilder).Append("1")
 			b.Field(1).(*array.TimestampBuilder).Append(1)
 		}), 1, 1, "bad_seq", 0},
@@ -227,14 +227,14 @@ func TestArrowBodyRefusals(t *testing.T) {
 		{"internal name", streamOf(t, strField("_hyp_origin_seq"), rows([]int64{1}, str("x"))), 1, 1, "bad_field", 0},
 		{"control character", streamOf(t, strField("a\x01"), rows([]int64{1}, str("x"))), 1, 1, "bad_field", 0},
 		{"empty name", streamOf(t, strField(""), rows([]int64{1}, str("x"))), 1, 1, "bad_field", 0},
-		{"overflow not an object", streamOf(t, strField(cache.OverflowColumn), rows([]int64{1, 2}, str(`{"a":1}`, `[1]`))), 1, 2, "bad_field", 2},
-		{"overflow not a string", streamOf(t, []arrow.Field{seqF, atF, {Name: cache.OverflowColumn, Type: arrow.PrimitiveTypes.Int64}}, rows([]int64{1}, func(b *array.RecordBuilder) {
+		{"overflow not an object", streamOf(t, strField(columns.OverflowColumn), rows([]int64{1, 2}, str(`{"a":1}`, `[1]`))), 1, 2, "bad_field", 2},
+		{"overflow not a string", streamOf(t, []arrow.Field{seqF, atF, {Name: columns.OverflowColumn, Type: arrow.PrimitiveTypes.Int64}}, rows([]int64{1}, func(b *array.RecordBuilder) {
 			b.Field(2).(*array.Int64Builder).Append(1)
 		})), 1, 1, "bad_field", 0},
 		{"unsupported type", streamOf(t, []arrow.Field{seqF, atF, {Name: "x", Type: arrow.PrimitiveTypes.Int32}}, rows([]int64{1}, func(b *array.RecordBuilder) {
 			b.Field(2).(*array.Int32Builder).Append(1)
 		})), 1, 1, "bad_field", 0},
-		{"ingest time out of range", streamOf(t, []arrow.Field{seqF, {Name: cache.IngestedAtColumn, Type: arrow.FixedWidthTypes.Timestamp_s}}, func(b *array.RecordBuilder) {
+		{"ingest time out of range", streamOf(t, []arrow.Field{seqF, {Name: columns.IngestedAtColumn, Type: arrow.FixedWidthTypes.Timestamp_s}}, func(b *array.RecordBuilder) {
 			b.Field(0).(*array.Int64Builder).Append(1)
 			b.Field(1).(*array.TimestampBuilder).Append(arrow.Timestamp(math.MaxInt64 / 2))
 		}), 1, 1, "bad_ingested_at", 1},

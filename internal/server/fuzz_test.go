@@ -11,9 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/jsonrow"
 	"github.com/hyp-project/hyp/internal/partition"
+	"github.com/hyp-project/hyp/internal/rowform"
 )
 
 // FuzzParseForward feeds arbitrary header values to the header parsers. Whatever they
@@ -78,7 +79,7 @@ func fields(t *testing.T, line []byte) []field {
 // FuzzParseRows feeds arbitrary bodies and ranges to the body parser, in both its forms,
 // which must accept and refuse alike, and cut into pieces, which must change nothing. An accepted body must come out as valid JSON objects
 // holding exactly the sender's fields, minus the two it stamps (cluster mode's form), and as
-// rows that read back (cache.RowJSON) as those fields plus the origin seq (the cache's form),
+// rows that read back (rowform.RowJSON) as those fields plus the origin seq (the cache's form),
 // with positive increasing seqs that run exactly from first to last (the span the ledger
 // records), exactly one RFC 3339 ingest time on every row, at most one `_hyp_overflow`,
 // which holds one JSON object, and no other field with hyp's prefix in any case.
@@ -139,7 +140,7 @@ func FuzzParseRows(f *testing.F) {
 			var ats, ovfs int
 			for _, f := range fields(t, in[i]) {
 				switch f.key {
-				case cache.OverflowColumn:
+				case columns.OverflowColumn:
 					// An object, or a string holding exactly one.
 					var obj map[string]json.RawMessage
 					text := []byte(f.raw)
@@ -148,11 +149,11 @@ func FuzzParseRows(f *testing.F) {
 						text = []byte(s)
 					}
 					if err := json.Unmarshal(text, &obj); err != nil || obj == nil {
-						t.Fatalf("row %d: accepted %s %s: %v", i, cache.OverflowColumn, f.raw, err)
+						t.Fatalf("row %d: accepted %s %s: %v", i, columns.OverflowColumn, f.raw, err)
 					}
 					ovfs++
 					want = append(want, f)
-				case cache.IngestedAtColumn:
+				case columns.IngestedAtColumn:
 					ats++
 					var at string
 					if err := json.Unmarshal([]byte(f.raw), &at); err != nil {
@@ -161,9 +162,9 @@ func FuzzParseRows(f *testing.F) {
 					if _, err := time.Parse(time.RFC3339Nano, at); err != nil {
 						t.Fatalf("row %d: accepted ingest time %s: %v", i, f.raw, err)
 					}
-				case cache.SeqColumn:
+				case columns.SeqColumn:
 				default:
-					if len(f.key) >= 5 && strings.EqualFold(f.key[:5], cache.InternalPrefix) {
+					if len(f.key) >= 5 && strings.EqualFold(f.key[:5], columns.InternalPrefix) {
 						t.Fatalf("row %d: accepted the reserved field %q", i, f.key)
 					}
 					want = append(want, f)
@@ -181,7 +182,7 @@ func FuzzParseRows(f *testing.F) {
 				t.Fatalf("row %d: user fields of %q became %q", i, in[i], user)
 			}
 			// The cache's form: the same fields and the origin seq.
-			out := cache.RowJSON(c.row(i))
+			out := rowform.RowJSON(c.row(i))
 			if bytes.Contains(out, []byte("\n")) || !json.Valid(out) {
 				t.Fatalf("row %d does not read back as one line of valid JSON: %q", i, out)
 			}

@@ -1,7 +1,7 @@
 package server
 
 import (
-	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/jsonrow"
 )
 
@@ -10,7 +10,7 @@ import (
 // column as a string holding that object's text (the cache stores it as a string column,
 // and NDJSON writes a string column as a JSON string); a sender may as well send the object
 // itself. Both are kept, and the server's cache merges the fields it overflows itself into
-// that object (cache.OverflowColumn). Anything else (a number, an array, a string that is
+// that object (columns.OverflowColumn). Anything else (a number, an array, a string that is
 // not exactly one object) could only be stored by dropping it or by misreading it as
 // fields, so it is refused.
 //
@@ -30,9 +30,9 @@ func (o *overflowCheck) check(f jsonrow.Field) error {
 			err = o.sc.Object(o.text, nil)
 		}
 		if err != nil {
-			return rowError("bad_field", "%s is a string that does not hold exactly one JSON object (%v): %.60s", cache.OverflowColumn, err, f.Raw)
+			return rowError("bad_field", "%s is a string that does not hold exactly one JSON object (%v): %.60s", columns.OverflowColumn, err, f.Raw)
 		}
 		return nil
 	}
-	return rowError("bad_field", "%s must be a JSON object, or a string holding one, got a %s", cache.OverflowColumn, f.Kind)
+	return rowError("bad_field", "%s must be a JSON object, or a string holding one, got a %s", columns.OverflowColumn, f.Kind)
 }

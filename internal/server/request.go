@@ -12,10 +12,11 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/httpbody"
 	"github.com/hyp-project/hyp/internal/jsonrow"
 	"github.com/hyp-project/hyp/internal/partition"
+	"github.com/hyp-project/hyp/internal/rowform"
 )
 
 // The forward protocol's request headers (SPEC 5).
@@ -143,8 +144,8 @@ func parseSeqRange(v string) (int64, int64, error) {
 type rowForm uint8
 
 const (
-	// cacheRows is the server cache's row form (cache.AppendField), each row framed
-	// (cache.BeginRow): the user fields, then `_hyp_origin_seq`, so the cache logs the body
+	// cacheRows is the server cache's row form (rowform.AppendField), each row framed
+	// (rowform.BeginRow): the user fields, then `_hyp_origin_seq`, so the cache logs the body
 	// as it is, without parsing the rows' JSON again.
 	cacheRows rowForm = iota
 	// userJSON is a JSON object of the user fields only, their text as sent, for cluster
@@ -159,7 +160,7 @@ type chunk struct {
 	ends []int   // ends[i] is the end of row i in rows
 	// ats[i] is row i's `_hyp_ingested_at` in Unix microseconds.
 	ats    []int64
-	framed bool     // each row in rows begins with cache.BeginRow's frame (cacheRows)
+	framed bool     // each row in rows begins with rowform.BeginRow's frame (cacheRows)
 	kept   [][]byte // all's result
 	fresh  []byte   // freshBody's result when some rows are held
 }
@@ -174,7 +175,7 @@ const maxPooledRows = 8 << 20
 
 // minRowBytes is the shortest line parseRows accepts, `{"_hyp_ingest_seq":1}`: it bounds
 // the rows a body can hold, whatever range its sender declares.
-const minRowBytes = len(`{"` + cache.SeqColumn + `":1}`)
+const minRowBytes = len(`{"` + columns.SeqColumn + `":1}`)
 
 // release hands c back for reuse; neither it nor any row of it may be used afterwards.
 func (c *chunk) release() {
@@ -264,7 +265,7 @@ func rowsBound(body []byte, incarnation string) (size, rows int) {
 	return len(body) + rows*gain, rows
 }
 
-// perField is a field's frame in the cache's row form (cache.BeginField) past its key.
+// perField is a field's frame in the cache's row form (rowform.BeginField) past its key.
 const perField = binary.MaxVarintLen16 + 5
 
 // originBytes bounds what appendOrigin adds to a row.
@@ -392,7 +393,7 @@ func (p *piece) parse(first, last int64, form rowForm, incarnation string, lead 
 			cursor = bytes.IndexByte(line, '{') + 1
 			c.rows = append(c.rows, '{')
 		} else {
-			c.rows, frame = cache.BeginRow(c.rows)
+			c.rows, frame = rowform.BeginRow(c.rows)
 		}
 		// Fields, not Object: a bad line fails the whole chunk, which is then released, so
 		// what the callback wrote for a line that is then rejected is never kept.
@@ -405,44 +406,44 @@ func (p *piece) parse(first, last int64, form rowForm, incarnation string, lead 
 				cursor = pastComma(line, valEnd)
 			}
 			switch {
-			case string(f.Key) == cache.SeqColumn:
+			case string(f.Key) == columns.SeqColumn:
 				v, ok := jsonrow.NumberIsInt(f.Raw)
 				switch {
 				case hasSeq:
-					return rowError("bad_seq", "%s appears twice", cache.SeqColumn)
+					return rowError("bad_seq", "%s appears twice", columns.SeqColumn)
 				case f.Kind != jsonrow.Number || !ok:
-					return rowError("bad_seq", "%s must be an integer, got %.40s", cache.SeqColumn, f.Raw)
+					return rowError("bad_seq", "%s must be an integer, got %.40s", columns.SeqColumn, f.Raw)
 				}
 				seq, hasSeq = v, true
 				return nil
-			case string(f.Key) == cache.IngestedAtColumn:
+			case string(f.Key) == columns.IngestedAtColumn:
 				var ok bool
 				switch {
 				case hasAt:
-					return rowError("bad_ingested_at", "%s appears twice", cache.IngestedAtColumn)
+					return rowError("bad_ingested_at", "%s appears twice", columns.IngestedAtColumn)
 				case f.Kind != jsonrow.String:
-					return rowError("bad_ingested_at", "%s must be an RFC 3339 time string, got a %s", cache.IngestedAtColumn, f.Kind)
+					return rowError("bad_ingested_at", "%s must be an RFC 3339 time string, got a %s", columns.IngestedAtColumn, f.Kind)
 				}
 				if at, scratch, ok = parseIngestedAt(f.Raw, scratch); !ok {
-					return rowError("bad_ingested_at", "%s %.60s is not an RFC 3339 time", cache.IngestedAtColumn, f.Raw)
+					return rowError("bad_ingested_at", "%s %.60s is not an RFC 3339 time", columns.IngestedAtColumn, f.Raw)
 				}
 				hasAt = true
 				return nil
-			case cache.CheckFieldName(f.Key) != "":
-				return rowError("bad_field", "%s", cache.CheckFieldName(f.Key))
-			case string(f.Key) == cache.OverflowColumn:
+			case columns.CheckFieldName(f.Key) != "":
+				return rowError("bad_field", "%s", columns.CheckFieldName(f.Key))
+			case string(f.Key) == columns.OverflowColumn:
 				if hasOvf {
-					return rowError("bad_field", "%s appears twice", cache.OverflowColumn)
+					return rowError("bad_field", "%s appears twice", columns.OverflowColumn)
 				}
 				if err := ovf.check(f); err != nil {
 					return err
 				}
 				hasOvf = true
-			case cache.CheckReserved(f.Key) != "":
-				return rowError("bad_field", "%s", cache.CheckReserved(f.Key))
+			case columns.CheckReserved(f.Key) != "":
+				return rowError("bad_field", "%s", columns.CheckReserved(f.Key))
 			}
 			if form == cacheRows {
-				c.rows = cache.AppendField(c.rows, f)
+				c.rows = rowform.AppendField(c.rows, f)
 				return nil
 			}
 			if kept > 0 {
@@ -457,11 +458,11 @@ func (p *piece) parse(first, last int64, form rowForm, incarnation string, lead 
 		case err != nil:
 			return atLine(lineNo, err)
 		case !hasSeq:
-			return atLine(lineNo, rowError("bad_seq", "row has no %s", cache.SeqColumn))
+			return atLine(lineNo, rowError("bad_seq", "row has no %s", columns.SeqColumn))
 		case seq < 1:
-			return atLine(lineNo, rowError("bad_seq", "%s %d is not a positive integer", cache.SeqColumn, seq))
+			return atLine(lineNo, rowError("bad_seq", "%s %d is not a positive integer", columns.SeqColumn, seq))
 		case !hasAt:
-			return atLine(lineNo, rowError("bad_ingested_at", "row has no %s", cache.IngestedAtColumn))
+			return atLine(lineNo, rowError("bad_ingested_at", "row has no %s", columns.IngestedAtColumn))
 		case firstRow && !lead:
 			// join's to check against the rows before.
 		case !firstRow && seq <= prev:
@@ -478,7 +479,7 @@ func (p *piece) parse(first, last int64, form rowForm, incarnation string, lead 
 		c.ats = append(c.ats, at)
 		if form == cacheRows {
 			c.rows = appendOrigin(c.rows, seq, incarnation)
-			cache.EndRow(c.rows, frame)
+			rowform.EndRow(c.rows, frame)
 		} else {
 			c.rows = append(c.rows, '}')
 		}
@@ -564,7 +565,7 @@ func join(body []byte, pieces []piece, first, last int64) (*chunk, *httpbody.Err
 			Msg: fmt.Sprintf("%s %d-%d, but the chunk has no rows", headerSeqRange, first, last)}
 	case prev != last:
 		return c, &httpbody.Error{Status: http.StatusBadRequest, Kind: "bad_seq_range", Line: lineOf(lastPiece, lastPiece.lastLine),
-			Msg: fmt.Sprintf("%s declares %d-%d, but the last row's %s is %d", headerSeqRange, first, last, cache.SeqColumn, prev)}
+			Msg: fmt.Sprintf("%s declares %d-%d, but the last row's %s is %d", headerSeqRange, first, last, columns.SeqColumn, prev)}
 	}
 	return c, nil
 }
@@ -574,28 +575,28 @@ func join(body []byte, pieces []piece, first, last int64) (*chunk, *httpbody.Err
 // originBytes(incarnation) bytes.
 func appendOrigin(dst []byte, seq int64, incarnation string) []byte {
 	var f int
-	dst, f = cache.BeginField(dst, originSeqColumn)
+	dst, f = rowform.BeginField(dst, originSeqColumn)
 	dst = strconv.AppendInt(dst, seq, 10)
-	cache.EndField(dst, f)
+	rowform.EndField(dst, f)
 	if incarnation != "" {
 		// parseForward admitted only [A-Za-z0-9._-]: the JSON string needs no escape.
-		dst, f = cache.BeginField(dst, originIncarnationColumn)
+		dst, f = rowform.BeginField(dst, originIncarnationColumn)
 		dst = append(append(append(dst, '"'), incarnation...), '"')
-		cache.EndField(dst, f)
+		rowform.EndField(dst, f)
 	}
 	return dst
 }
 
 func notFollowing(seq, prev int64) error {
-	return rowError("bad_seq", "%s %d does not follow %d: seqs must increase line to line", cache.SeqColumn, seq, prev)
+	return rowError("bad_seq", "%s %d does not follow %d: seqs must increase line to line", columns.SeqColumn, seq, prev)
 }
 
 func notFirst(first, last, seq int64) error {
-	return rowError("bad_seq_range", "%s declares %d-%d, but the first row's %s is %d", headerSeqRange, first, last, cache.SeqColumn, seq)
+	return rowError("bad_seq_range", "%s declares %d-%d, but the first row's %s is %d", headerSeqRange, first, last, columns.SeqColumn, seq)
 }
 
 func aboveRange(seq, first, last int64) error {
-	return rowError("bad_seq_range", "%s %d is above the declared range %d-%d", cache.SeqColumn, seq, first, last)
+	return rowError("bad_seq_range", "%s %d is above the declared range %d-%d", columns.SeqColumn, seq, first, last)
 }
 
 // pastComma returns the offset just past the comma that follows a value ending at i, or the

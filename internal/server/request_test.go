@@ -10,8 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/httpbody"
+	"github.com/hyp-project/hyp/internal/rowform"
 )
 
 func TestParseRowsRewrites(t *testing.T) {
@@ -34,7 +35,7 @@ func TestParseRowsRewrites(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if !strings.Contains(tc.in, cache.IngestedAtColumn) {
+			if !strings.Contains(tc.in, columns.IngestedAtColumn) {
 				// Every forwarded row has one; where it stands is not what a case is about.
 				tc.in = strings.Replace(tc.in, "{", `{"_hyp_ingested_at":"2026-01-02T03:04:05Z",`, 1)
 			}
@@ -48,7 +49,7 @@ func TestParseRowsRewrites(t *testing.T) {
 			if len(c.ends) != 1 {
 				t.Fatalf("%d rows", len(c.ends))
 			}
-			if got := fields(t, cache.RowJSON(c.row(0))); !slices.Equal(got, want) {
+			if got := fields(t, rowform.RowJSON(c.row(0))); !slices.Equal(got, want) {
 				t.Fatalf("got  %q\nwant %s", got, tc.want)
 			}
 			// Cluster mode gets the user fields' text as sent, without the origin seq.
@@ -88,7 +89,7 @@ func TestChunkFreshBody(t *testing.T) {
 				t.Fatalf("freshBody(%v): %d bytes left do not frame a row", tc.held, len(body))
 			}
 			end := 4 + int(binary.LittleEndian.Uint32(body))
-			line := string(cache.RowJSON(body[4:end]))
+			line := string(rowform.RowJSON(body[4:end]))
 			if i := strings.Index(line, `"_hyp_origin_seq":`); i >= 0 {
 				seqs.WriteString(strings.TrimSuffix(line[i+len(`"_hyp_origin_seq":`):], "}"))
 			}

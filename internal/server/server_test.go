@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/ledger"
 	"github.com/hyp-project/hyp/internal/partition"
 )
@@ -298,10 +299,10 @@ func TestStoredRowsKeepSenderFields(t *testing.T) {
 			}
 		}
 		// The server's cache stamps its own seq and time, never the sender's.
-		if s := got[i][cache.SeqColumn]; s != strconv.Itoa(i+1) {
+		if s := got[i][columns.SeqColumn]; s != strconv.Itoa(i+1) {
 			t.Errorf("row %d: server seq %s, want the server's own %d", i, s, i+1)
 		}
-		if at := got[i][cache.IngestedAtColumn]; strings.HasPrefix(at, `"2026-01-02`) {
+		if at := got[i][columns.IngestedAtColumn]; strings.HasPrefix(at, `"2026-01-02`) {
 			t.Errorf("row %d: the sender's ingest time was stored: %s", i, at)
 		}
 	}
@@ -450,21 +451,21 @@ func TestForwardedOverflowIsMerged(t *testing.T) {
 				t.Fatalf("%d rows stored", len(got))
 			}
 			var text string
-			if err := json.Unmarshal([]byte(got[1][cache.OverflowColumn]), &text); err != nil {
-				t.Fatalf("%s %s: %v", cache.OverflowColumn, got[1][cache.OverflowColumn], err)
+			if err := json.Unmarshal([]byte(got[1][columns.OverflowColumn]), &text); err != nil {
+				t.Fatalf("%s %s: %v", columns.OverflowColumn, got[1][columns.OverflowColumn], err)
 			}
 			var fields map[string]json.RawMessage
 			if err := json.Unmarshal([]byte(text), &fields); err != nil {
-				t.Fatalf("%s %s is not one JSON object: %v", cache.OverflowColumn, text, err)
+				t.Fatalf("%s %s is not one JSON object: %v", columns.OverflowColumn, text, err)
 			}
 			want := maps.Clone(tc.want)
 			want["late"] = `"beyond the cap"`
 			if keys := topKeys(t, text); len(fields) != len(want) || len(keys) != len(want) {
-				t.Errorf("%s = %s, want the fields %v", cache.OverflowColumn, text, want)
+				t.Errorf("%s = %s, want the fields %v", columns.OverflowColumn, text, want)
 			}
 			for k, v := range want {
 				if string(fields[k]) != v {
-					t.Errorf("%s = %s: %s is %s, want %s", cache.OverflowColumn, text, k, fields[k], v)
+					t.Errorf("%s = %s: %s is %s, want %s", columns.OverflowColumn, text, k, fields[k], v)
 				}
 			}
 
@@ -475,13 +476,13 @@ func TestForwardedOverflowIsMerged(t *testing.T) {
 			}
 			got = stored(t, e.cache)
 			text = ""
-			if v, ok := got[0][cache.OverflowColumn]; ok {
+			if v, ok := got[0][columns.OverflowColumn]; ok {
 				if err := json.Unmarshal([]byte(v), &text); err != nil {
 					t.Fatal(err)
 				}
 			}
 			if text != tc.kept || got[0]["late"] != `"beyond the cap"` {
-				t.Errorf("stored %v, want %s %q and late kept", got[0], cache.OverflowColumn, tc.kept)
+				t.Errorf("stored %v, want %s %q and late kept", got[0], columns.OverflowColumn, tc.kept)
 			}
 		})
 	}

@@ -19,7 +19,7 @@ import (
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
 
-	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/columns"
 )
 
 // Error is a transform the rules refuse, a result that breaks them, or SQL that DuckDB
@@ -37,10 +37,10 @@ func refuse(format string, args ...any) *Error {
 // whose name has the internal prefix (it holds a wide dataset's extra fields and is
 // exported like any user column).
 const (
-	seqColumn      = cache.SeqColumn
-	ingestedColumn = cache.IngestedAtColumn
-	overflowColumn = cache.OverflowColumn
-	internalPrefix = cache.InternalPrefix
+	seqColumn      = columns.SeqColumn
+	ingestedColumn = columns.IngestedAtColumn
+	overflowColumn = columns.OverflowColumn
+	internalPrefix = columns.InternalPrefix
 )
 
 // relation is the name the unit's rows are queried under.

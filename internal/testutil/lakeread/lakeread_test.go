@@ -17,7 +17,7 @@ import (
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	"github.com/apache/iceberg-go/table"
 
-	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/lake"
 	"github.com/hyp-project/hyp/internal/testutil/miniotest"
 	"github.com/hyp-project/hyp/internal/testutil/pgtest"
@@ -32,8 +32,8 @@ func unitBatch(t *testing.T, source string, first int64, n int) lake.Batch {
 	sc := arrow.NewSchema([]arrow.Field{
 		{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
 		{Name: "msg", Type: arrow.BinaryTypes.String, Nullable: true},
-		{Name: cache.SeqColumn, Type: arrow.PrimitiveTypes.Int64},
-		{Name: cache.IngestedAtColumn, Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}},
+		{Name: columns.SeqColumn, Type: arrow.PrimitiveTypes.Int64},
+		{Name: columns.IngestedAtColumn, Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}},
 	}, nil)
 	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
 	defer b.Release()
