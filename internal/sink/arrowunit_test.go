@@ -19,6 +19,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/config"
 	seqledger "github.com/hyp-project/hyp/internal/ledger"
 	"github.com/hyp-project/hyp/internal/rowjson"
@@ -74,8 +75,8 @@ func (ct *central) rows(t *testing.T) []string {
 	var out []string
 	for _, st := range ct.cache.Status() {
 		_, err := ct.cache.Scan(ctx, st.Dataset, st.Partition, 0, math.MaxInt64, func(rec arrow.RecordBatch) error {
-			keep := rec.Schema().FieldIndices(cache.SeqColumn)[0]
-			at := rec.Schema().FieldIndices(cache.IngestedAtColumn)[0]
+			keep := rec.Schema().FieldIndices(columns.SeqColumn)[0]
+			at := rec.Schema().FieldIndices(columns.IngestedAtColumn)[0]
 			var fields []arrow.Field
 			var cols []arrow.Array
 			for i, f := range rec.Schema().Fields() {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hyp-project/hyp/internal/blob"
 	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/forward"
 	"github.com/hyp-project/hyp/internal/watermark"
 )
@@ -463,14 +464,14 @@ func (b *unitBuilder) keep(ctx context.Context, out []arrow.RecordBatch) error {
 }
 
 // exported returns rec with the columns an export carries (SPEC 6): the user columns
-// (cache.OverflowColumn among them) and the two internal ones every row has. Other internal
+// (columns.OverflowColumn among them) and the two internal ones every row has. Other internal
 // columns, such as the sender's seq a central server keeps, stay in the cache. The caller
 // releases the result.
 func exported(rec arrow.RecordBatch) arrow.RecordBatch {
 	sc := rec.Schema()
 	keep := make([]int, 0, sc.NumFields())
 	for i, f := range sc.Fields() {
-		if !cache.Internal(f.Name) || f.Name == cache.SeqColumn || f.Name == cache.IngestedAtColumn {
+		if !columns.Internal(f.Name) || f.Name == columns.SeqColumn || f.Name == columns.IngestedAtColumn {
 			keep = append(keep, i)
 		}
 	}
@@ -509,13 +510,13 @@ func recordBytes(rec arrow.RecordBatch) int64 {
 }
 
 func seqColumn(rec arrow.RecordBatch) (*array.Int64, error) {
-	idx := rec.Schema().FieldIndices(cache.SeqColumn)
+	idx := rec.Schema().FieldIndices(columns.SeqColumn)
 	if len(idx) != 1 {
-		return nil, fmt.Errorf("cache batch has no %s column", cache.SeqColumn)
+		return nil, fmt.Errorf("cache batch has no %s column", columns.SeqColumn)
 	}
 	col, ok := rec.Column(idx[0]).(*array.Int64)
 	if !ok {
-		return nil, fmt.Errorf("cache column %s is %s, not int64", cache.SeqColumn, rec.Column(idx[0]).DataType())
+		return nil, fmt.Errorf("cache column %s is %s, not int64", columns.SeqColumn, rec.Column(idx[0]).DataType())
 	}
 	return col, nil
 }

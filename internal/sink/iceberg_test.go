@@ -13,7 +13,7 @@ import (
 	sqlcat "github.com/apache/iceberg-go/catalog/sql"
 	"github.com/apache/iceberg-go/table"
 
-	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/config"
 	"github.com/hyp-project/hyp/internal/lake"
 	"github.com/hyp-project/hyp/internal/watermark"
@@ -59,7 +59,7 @@ func readLake(t *testing.T, dir string) lakeTable {
 	for _, task := range tasks {
 		out.files[task.File.FilePath()]++
 	}
-	_, recs, err := tbl.Scan(table.WithSelectedFields("id", cache.SeqColumn, lake.GatewayColumn, lake.SourceColumn)).ToArrowRecords(ctx)
+	_, recs, err := tbl.Scan(table.WithSelectedFields("id", columns.SeqColumn, lake.GatewayColumn, lake.SourceColumn)).ToArrowRecords(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

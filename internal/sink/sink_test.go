@@ -23,6 +23,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/config"
 	"github.com/hyp-project/hyp/internal/partition"
 	"github.com/hyp-project/hyp/internal/watermark"
@@ -240,9 +241,9 @@ func (f *fakeShipper) reset() {
 func unitContents(rows *unitRows) (seqs, ids []int64, err error) {
 	for _, rec := range rows.recs {
 		sc := rec.Schema()
-		si, ii := sc.FieldIndices(cache.SeqColumn), sc.FieldIndices("id")
+		si, ii := sc.FieldIndices(columns.SeqColumn), sc.FieldIndices("id")
 		if len(si) != 1 || len(ii) != 1 {
-			return nil, nil, fmt.Errorf("unit batch lacks %s or id: %v", cache.SeqColumn, sc)
+			return nil, nil, fmt.Errorf("unit batch lacks %s or id: %v", columns.SeqColumn, sc)
 		}
 		s, ok1 := rec.Column(si[0]).(*array.Int64)
 		id, ok2 := rec.Column(ii[0]).(*array.Int64)
@@ -344,7 +345,7 @@ func cachedSeqs(t tb, c *cache.Cache, part string) []int64 {
 	t.Helper()
 	var out []int64
 	_, err := c.Scan(context.Background(), testDataset, part, 0, 1<<62, func(rec arrow.RecordBatch) error {
-		s := rec.Column(rec.Schema().FieldIndices(cache.SeqColumn)[0]).(*array.Int64)
+		s := rec.Column(rec.Schema().FieldIndices(columns.SeqColumn)[0]).(*array.Int64)
 		for i := 0; i < s.Len(); i++ {
 			out = append(out, s.Value(i))
 		}
