@@ -138,21 +138,27 @@ soak: tools build
 
 # Side by side with the OpenTelemetry Collector v0.165.0 under one load generator
 # (bench/peers/README.md): the collector is built once with the official builder from the Go
-# module proxy (~3 min), then both run alternately and the ratios are printed. DUR and REPS
-# (default 15s, 2) set the length; figures go to docs/PERFORMANCE.md. Then the forward figure
-# (bench/peers/forward.sh): a backlog the generator ingested, forwarded to a local `hyp server`.
+# module proxy (~3 min), then both run alternately, on the quiet machine and again with a CPU
+# hog (HOG=1), and the ratios are printed. DUR and REPS (default 15s, 2) set the length;
+# figures go to docs/PERFORMANCE.md. Then the forward figure (bench/peers/forward.sh): a
+# backlog the generator ingested, forwarded to a local `hyp server`.
 # First the start-up and idle figures (bench/startup.sh): binary size, `hyp --help`, start to
 # /healthz, idle RSS.
-# Last, a sink transform's throughput and fixed cost per Apply (internal/transform's
+# Then a sink transform's throughput and fixed cost per Apply (internal/transform's
 # BenchmarkApply: two regexp_replace and a WHERE over load-generator log rows).
+# Last, one table of the lean-agent figures against their targets (bench/table.py).
 PEERS_DIR := $(HOME)/.cache/hyp-tools/peers
+BENCH_OUT := $(CURDIR)/bin/bench
 bench: build $(PEERS_DIR)/otelcol
-	HYP=$(CURDIR)/$(BIN) bench/startup.sh
+	rm -rf $(BENCH_OUT) && mkdir -p $(BENCH_OUT)
+	HYP=$(CURDIR)/$(BIN) JSON=$(BENCH_OUT)/startup.json bench/startup.sh
 	cd bench/peers/load && $(GO) build -o $(PEERS_DIR)/load/bin/ ./cmd/...
 	cp -r bench/peers/configs $(PEERS_DIR)/
-	PEERS=$(PEERS_DIR) HYP=$(CURDIR)/$(BIN) bench/peers/sbs.sh
+	PEERS=$(PEERS_DIR) HYP=$(CURDIR)/$(BIN) OUT=$(BENCH_OUT)/quiet bench/peers/sbs.sh
+	PEERS=$(PEERS_DIR) HYP=$(CURDIR)/$(BIN) OUT=$(BENCH_OUT)/busy HOG=1 bench/peers/sbs.sh
 	PEERS=$(PEERS_DIR) HYP=$(CURDIR)/$(BIN) bench/peers/forward.sh
 	$(HYPGO) test -run '^$$$$' -bench 'BenchmarkApply' -benchtime 300x ./internal/transform
+	python3 bench/table.py $(BENCH_OUT)/startup.json $(BENCH_OUT)/quiet $(BENCH_OUT)/busy
 
 $(PEERS_DIR)/otelcol:
 	mkdir -p $(PEERS_DIR) && cp -r bench/peers/. $(PEERS_DIR)/ && PEERS=$(PEERS_DIR) $(PEERS_DIR)/build.sh

@@ -2,7 +2,8 @@
 # Start-up and idle figures of one hyp binary (issue 26 item 1): its size, `hyp --help` wall
 # time (median of 5), daemon start to the first /healthz 200, and the daemon's RSS 10 s after
 # it is ready (anonymous and file-backed, from /proc/PID/status).
-# Usage: HYP=<hyp binary> bench/startup.sh   (PORT, default 4399, is the ingest listener's)
+# Usage: HYP=<hyp binary> bench/startup.sh   (PORT, default 4399, is the ingest listener's;
+# JSON=<file> also writes the figures there, for bench/table.py)
 set -u
 HYP=${HYP:?path to a hyp binary}; PORT=${PORT:-4399}
 # Measure a copy, as `make install` ships one: a binary the Go linker has just written can sit
@@ -38,4 +39,12 @@ fi
 echo "$t0 $ready" | awk '{printf "start to /healthz 200: %.2f s\n", $2-$1}'
 sleep 10
 awk '/^(VmRSS|RssAnon|RssFile):/ {printf "%s %d MiB  ", $1, $2/1024} END {print "(idle, 10 s after ready)"}' /proc/$pid/status
+if [ -n "${JSON:-}" ]; then
+  {
+    printf '{"binary_bytes": %s, ' "$(stat -c %s "$HYP")"
+    awk '{print $1*1000}' "$work/help.times" | median | awk '{printf "\"help_ms\": %d, ", $1}'
+    echo "$t0 $ready" | awk '{printf "\"start_s\": %.3f, ", $2-$1}'
+    awk '/^VmRSS:/ {r=$2} /^RssAnon:/ {a=$2} /^RssFile:/ {f=$2} END {printf "\"idle_rss_mib\": %.1f, \"idle_anon_mib\": %.1f, \"idle_file_mib\": %.1f}\n", r/1024, a/1024, f/1024}' /proc/$pid/status
+  } > "$JSON"
+fi
 kill -TERM $pid; wait $pid 2>/dev/null
