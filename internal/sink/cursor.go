@@ -172,7 +172,7 @@ type pending struct {
 // counted (never shaped nor encoded).
 type reader func(since, until int64, withheld bool) (*unitRows, error)
 
-// nextUnit finds p's next unit below head, moving past what needs no delivery on the way:
+// nextUnit finds p's next unit up to head, moving past what needs no delivery on the way:
 // a watermark above the head is clamped, rows gone from the cache skipped, a withheld
 // source's rows counted. A failed read is noted as the partition's last error.
 func (x *instance) nextUnit(ctx context.Context, p Part, head int64, read reader) (pending, error) {
