@@ -3,8 +3,13 @@ package otlp
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // compareWithReference decodes body with Decode and with the pdata-based
@@ -47,10 +52,187 @@ func compareWithReference(t *testing.T, sig Signal, isJSON bool, body []byte) {
 		t.Fatalf("%d rows, pdata %d", len(got), len(want))
 	}
 	for i := range want {
-		if got[i].Source != want[i].Source || !bytes.Equal(got[i].Line, want[i].Line) {
-			t.Fatalf("row %d:\n got %s %s\nwant %s %s", i, got[i].Source, got[i].Line, want[i].Source, want[i].Line)
+		if !utf8.Valid(got[i].Line) {
+			t.Fatalf("row %d is not valid UTF-8: %q", i, got[i].Line)
+		}
+		if got[i].Source != want[i].Source {
+			t.Fatalf("row %d: source %q, pdata %q\n got %s\nwant %s", i, got[i].Source, want[i].Source, got[i].Line, want[i].Line)
+		}
+		if err := sameJSON(got[i].Line, want[i].Line); err != nil {
+			t.Fatalf("row %d: %v\n got %s %s\nwant %s %s", i, err, got[i].Source, got[i].Line, want[i].Source, want[i].Line)
 		}
 	}
+}
+
+// sameJSON reports how the JSON texts got and want differ in meaning, or nil if they
+// do not. The reference writes its rows independently of jsonWriter, so the same
+// value may be spelled differently (escapes, 1e+20 for 100000000000000000000.0); what
+// must agree is: objects member by member (same keys, in the same order, which also
+// rules out a repeated key), arrays element by element, strings exactly, and numbers
+// by kind (a float literal, with '.', 'e' or 'E', is a double; anything else an
+// integer, compared exactly as text) and value.
+func sameJSON(got, want []byte) error {
+	if !json.Valid(got) {
+		return fmt.Errorf("not valid JSON")
+	}
+	g, err := parseJSONValue(got)
+	if err != nil {
+		return fmt.Errorf("got: %v", err)
+	}
+	w, err := parseJSONValue(want)
+	if err != nil {
+		return fmt.Errorf("reference: %v", err)
+	}
+	return diffJSON("$", g, w)
+}
+
+// jsonMember is one member of a parsed object; objects are []jsonMember so that order
+// and repeated keys survive parsing.
+type jsonMember struct {
+	key string
+	val any
+}
+
+// parseJSONValue parses one JSON value (and nothing after it) into nil, bool, string,
+// json.Number, []any or []jsonMember.
+func parseJSONValue(b []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	v, err := parseJSONNext(d)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return nil, fmt.Errorf("text after the value (%v)", err)
+	}
+	return v, nil
+}
+
+func parseJSONNext(d *json.Decoder) (any, error) {
+	tok, err := d.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch tok {
+	case json.Delim('{'):
+		obj := []jsonMember{}
+		for d.More() {
+			k, err := d.Token()
+			if err != nil {
+				return nil, err
+			}
+			v, err := parseJSONNext(d)
+			if err != nil {
+				return nil, err
+			}
+			obj = append(obj, jsonMember{k.(string), v})
+		}
+		_, err := d.Token() // '}'
+		return obj, err
+	case json.Delim('['):
+		arr := []any{}
+		for d.More() {
+			v, err := parseJSONNext(d)
+			if err != nil {
+				return nil, err
+			}
+			arr = append(arr, v)
+		}
+		_, err := d.Token() // ']'
+		return arr, err
+	}
+	return tok, nil
+}
+
+func diffJSON(path string, got, want any) error {
+	switch w := want.(type) {
+	case []jsonMember:
+		g, ok := got.([]jsonMember)
+		if !ok {
+			return fmt.Errorf("%s: %s, want an object", path, jsonKind(got))
+		}
+		for i := 0; i < len(g) || i < len(w); i++ {
+			switch {
+			case i >= len(g):
+				return fmt.Errorf("%s: member %q missing", path, w[i].key)
+			case i >= len(w):
+				return fmt.Errorf("%s: extra member %q", path, g[i].key)
+			case g[i].key != w[i].key:
+				return fmt.Errorf("%s: member %d is %q, want %q", path, i, g[i].key, w[i].key)
+			}
+			if err := diffJSON(path+"."+g[i].key, g[i].val, w[i].val); err != nil {
+				return err
+			}
+		}
+		return nil
+	case []any:
+		g, ok := got.([]any)
+		if !ok {
+			return fmt.Errorf("%s: %s, want an array", path, jsonKind(got))
+		}
+		if len(g) != len(w) {
+			return fmt.Errorf("%s: %d elements, want %d", path, len(g), len(w))
+		}
+		for i := range w {
+			if err := diffJSON(fmt.Sprintf("%s[%d]", path, i), g[i], w[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	case json.Number:
+		g, ok := got.(json.Number)
+		if !ok {
+			return fmt.Errorf("%s: %s, want a number", path, jsonKind(got))
+		}
+		gf, wf := isFloatLiteral(g), isFloatLiteral(w)
+		switch {
+		case gf != wf:
+			return fmt.Errorf("%s: %s is %s, want %s (%s)", path, g, numberKind(gf), numberKind(wf), w)
+		case !gf:
+			if g != w {
+				return fmt.Errorf("%s: %s, want %s", path, g, w)
+			}
+		default:
+			gv, gerr := strconv.ParseFloat(string(g), 64)
+			wv, werr := strconv.ParseFloat(string(w), 64)
+			if gerr != nil || werr != nil || math.Float64bits(gv) != math.Float64bits(wv) {
+				return fmt.Errorf("%s: %s, want %s", path, g, w)
+			}
+		}
+		return nil
+	default: // nil, bool, string
+		if got != want {
+			return fmt.Errorf("%s: %s %#v, want %s %#v", path, jsonKind(got), got, jsonKind(want), want)
+		}
+		return nil
+	}
+}
+
+func isFloatLiteral(n json.Number) bool { return strings.ContainsAny(string(n), ".eE") }
+
+func numberKind(float bool) string {
+	if float {
+		return "a double"
+	}
+	return "an integer"
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a bool"
+	case string:
+		return "a string"
+	case json.Number:
+		return "a number"
+	case []any:
+		return "an array"
+	case []jsonMember:
+		return "an object"
+	}
+	return fmt.Sprintf("%T", v)
 }
 
 // pdataDesyncs reports whether body may have a member named "": pdata's

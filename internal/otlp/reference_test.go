@@ -7,7 +7,10 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -46,8 +49,113 @@ type request interface {
 	UnmarshalJSON([]byte) error
 }
 
-// refWriter adds pdata-typed fields to jsonWriter.
-type refWriter struct{ jsonWriter }
+// refWriter writes the reference's rows as JSON text. It is written for this test
+// from the standard library alone and shares no code with jsonWriter (jsonw.go), so a
+// bug in the production writer (escaping, number, time, base64 or hex formatting) is
+// not repeated here; compareWithReference compares rows by their JSON meaning, not their
+// bytes, so the two writers may choose different spellings of the same value.
+type refWriter struct{ b []byte }
+
+func (w *refWriter) reset() { w.b = w.b[:0] }
+
+// sep writes the ',' due before a member or element unless it is the first of its
+// container.
+func (w *refWriter) sep() {
+	if n := len(w.b); n > 0 && w.b[n-1] != '{' && w.b[n-1] != '[' {
+		w.b = append(w.b, ',')
+	}
+}
+
+func (w *refWriter) beginObject() { w.b = append(w.b, '{') }
+func (w *refWriter) endObject()   { w.b = append(w.b, '}') }
+func (w *refWriter) beginArray()  { w.b = append(w.b, '[') }
+func (w *refWriter) endArray()    { w.b = append(w.b, ']') }
+
+func (w *refWriter) key(k string) {
+	w.sep()
+	w.str(k)
+	w.b = append(w.b, ':')
+}
+
+// str writes s as a JSON string through encoding/json, which also replaces invalid
+// UTF-8 with U+FFFD as the package doc requires.
+func (w *refWriter) str(s string) {
+	q, err := json.Marshal(s)
+	if err != nil {
+		panic(err)
+	}
+	w.b = append(w.b, q...)
+}
+
+func (w *refWriter) intVal(v int64)   { w.b = append(w.b, strconv.FormatInt(v, 10)...) }
+func (w *refWriter) uintVal(v uint64) { w.b = append(w.b, strconv.FormatUint(v, 10)...) }
+func (w *refWriter) boolVal(v bool)   { w.b = append(w.b, strconv.FormatBool(v)...) }
+
+// floatVal writes a double so that it reads back as a double (the package doc: it
+// always carries a '.' or an exponent), and NaN and ±Inf as the strings "NaN",
+// "Infinity" and "-Infinity". Unlike jsonWriter it uses strconv's 'g' notation (1e+06
+// where jsonWriter writes 1000000.0); the comparison is by value.
+func (w *refWriter) floatVal(f float64) {
+	switch {
+	case math.IsNaN(f):
+		w.str("NaN")
+		return
+	case math.IsInf(f, 1):
+		w.str("Infinity")
+		return
+	case math.IsInf(f, -1):
+		w.str("-Infinity")
+		return
+	}
+	s := strconv.FormatFloat(f, 'g', -1, 64)
+	if !strings.ContainsAny(s, ".eE") {
+		s += ".0"
+	}
+	w.b = append(w.b, s...)
+}
+
+func (w *refWriter) strField(k, v string) {
+	if v != "" {
+		w.key(k)
+		w.str(v)
+	}
+}
+
+func (w *refWriter) intField(k string, v int64) {
+	w.key(k)
+	w.intVal(v)
+}
+
+func (w *refWriter) uintField(k string, v uint64) {
+	w.key(k)
+	w.uintVal(v)
+}
+
+func (w *refWriter) nonZeroField(k string, v uint64) {
+	if v != 0 {
+		w.uintField(k, v)
+	}
+}
+
+func (w *refWriter) floatField(k string, v float64) {
+	w.key(k)
+	w.floatVal(v)
+}
+
+func (w *refWriter) boolField(k string, v bool) {
+	w.key(k)
+	w.boolVal(v)
+}
+
+// enumField writes a known enum value by its name and an unknown one (name == "") as
+// its decimal number in a string.
+func (w *refWriter) enumField(k, name string, v int32) {
+	w.key(k)
+	if name == "" {
+		name = strconv.Itoa(int(v))
+	}
+	w.str(name)
+}
 
 // refDecodeLogs produces the row shape documented in the package comment,
 // where callers of Decode can see it.
@@ -435,6 +543,9 @@ func (rb *refRowBuilder) end() {
 	rb.w.endObject()
 	rb.rows = append(rb.rows, Row{Source: rb.source, Line: bytes.Clone(rb.w.b)})
 }
+
+// timeField writes ts, nanoseconds since the epoch, as an RFC 3339 UTC string with the
+// fraction's trailing zeros dropped (time.RFC3339Nano); 0 means "not set".
 func (w *refWriter) timeField(k string, ts pcommon.Timestamp) {
 	if ts == 0 {
 		return
@@ -443,9 +554,7 @@ func (w *refWriter) timeField(k string, ts pcommon.Timestamp) {
 	// Not ts.AsTime(): it converts through int64 and turns timestamps past
 	// 2262 into dates before 1970; splitting keeps them monotonic.
 	t := time.Unix(int64(ts/1e9), int64(ts%1e9)).UTC()
-	w.b = append(w.b, '"')
-	w.b = t.AppendFormat(w.b, time.RFC3339Nano)
-	w.b = append(w.b, '"')
+	w.str(t.Format(time.RFC3339Nano))
 }
 
 func (w *refWriter) traceIDField(k string, id pcommon.TraceID) {
@@ -462,9 +571,7 @@ func (w *refWriter) spanIDField(k string, id pcommon.SpanID) {
 
 func (w *refWriter) hexField(k string, id []byte) {
 	w.key(k)
-	w.b = append(w.b, '"')
-	w.b = hex.AppendEncode(w.b, id)
-	w.b = append(w.b, '"')
+	w.str(hex.EncodeToString(id))
 }
 
 func (w *refWriter) attrsField(k string, m pcommon.Map) {
@@ -505,10 +612,7 @@ func (w *refWriter) value(v pcommon.Value) {
 	case pcommon.ValueTypeDouble:
 		w.floatVal(v.Double())
 	case pcommon.ValueTypeBytes:
-		raw := v.Bytes().AsRaw()
-		w.b = append(w.b, '"')
-		w.b = base64.StdEncoding.AppendEncode(w.b, raw)
-		w.b = append(w.b, '"')
+		w.str(base64.StdEncoding.EncodeToString(v.Bytes().AsRaw()))
 	case pcommon.ValueTypeMap:
 		w.mapValue(v.Map())
 	case pcommon.ValueTypeSlice:
@@ -526,41 +630,15 @@ func (w *refWriter) value(v pcommon.Value) {
 // mapValue writes m as an object. Keys repeated in m (which OTLP forbids but
 // the wire format allows) are written once, with their first value.
 func (w *refWriter) mapValue(m pcommon.Map) {
-	// Attribute lists are usually short, and for those rescanning the
-	// earlier entries is cheaper than allocating a set.
-	var seen map[string]struct{}
-	if m.Len() > linearDedupMax {
-		seen = make(map[string]struct{}, m.Len())
-	}
+	seen := make(map[string]bool, m.Len())
 	w.beginObject()
-	i := -1
 	for k, v := range m.All() {
-		i++
-		if seen != nil {
-			if _, dup := seen[k]; dup {
-				continue
-			}
-			seen[k] = struct{}{}
-		} else if refHasKeyBefore(m, k, i) {
+		if seen[k] {
 			continue
 		}
+		seen[k] = true
 		w.key(k)
 		w.value(v)
 	}
 	w.endObject()
-}
-
-// hasKeyBefore reports whether one of the first n entries of m has key k.
-func refHasKeyBefore(m pcommon.Map, k string, n int) bool {
-	j := 0
-	for e := range m.All() {
-		if j == n {
-			return false
-		}
-		if e == k {
-			return true
-		}
-		j++
-	}
-	return false
 }
