@@ -110,7 +110,9 @@ func (in *input) passThrough(opaque map[string]bool) {
 		for k := range vals {
 			vals[k] = int64(base + k)
 		}
-		pos := array.NewInt64Data(array.NewData(int64Type, n, []*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int64Traits.CastToBytes(vals))}, nil, 0, 0))
+		data := array.NewData(int64Type, n, []*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int64Traits.CastToBytes(vals))}, nil, 0, 0)
+		pos := array.NewInt64Data(data)
+		data.Release() // pos holds it
 		cols := slices.Clone(rec.Columns())
 		for _, i := range in.passed {
 			cols[i] = pos
