@@ -2,14 +2,11 @@ package sink
 
 import (
 	"context"
-	"fmt"
-	"path/filepath"
 	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/hyp-project/hyp/internal/fsutil"
-	"github.com/hyp-project/hyp/internal/home"
 	"github.com/hyp-project/hyp/internal/partition"
 	"github.com/hyp-project/hyp/internal/rowjson"
 	"github.com/hyp-project/hyp/internal/watermark"
@@ -33,11 +30,11 @@ func (x *instance) quarantine(ctx context.Context, p Part, u watermark.Unit, cau
 	if err != nil {
 		return q, err
 	}
-	dir := filepath.Join(home.Sink(x.home, x.name), "quarantine", p.Dataset, seg)
+	dir := x.dir().quarantine(p.Dataset, seg)
 	if err := fsutil.MkdirAllSync(dir); err != nil {
 		return q, err
 	}
-	q.File = filepath.Join(dir, fmt.Sprintf("part-%020d-%020d.ndjson", u.First, u.Last))
+	q.File = quarantineFile(dir, u.First, u.Last)
 	if err := fsutil.WriteFileAtomic(q.File, body, 0o600); err != nil {
 		return q, err
 	}

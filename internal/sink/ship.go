@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"github.com/hyp-project/hyp/internal/blob"
 	"github.com/hyp-project/hyp/internal/config"
 	"github.com/hyp-project/hyp/internal/forward"
-	"github.com/hyp-project/hyp/internal/home"
 	"github.com/hyp-project/hyp/internal/tlsconf"
 	"github.com/hyp-project/hyp/internal/watermark"
 )
@@ -112,7 +110,7 @@ func newShipper(ctx context.Context, x *instance, unitRows int64) (shipper, limi
 			}
 			dest = l
 		case "s3":
-			dest, err = blob.NewS3(ctx, blob.S3Config{Bucket: d.Bucket, Prefix: d.Prefix, Region: d.Region, Endpoint: d.Endpoint, ForcePathStyle: d.ForcePathStyle}, filepath.Join(home.Sink(x.home, x.name), "tmp"))
+			dest, err = blob.NewS3(ctx, blob.S3Config{Bucket: d.Bucket, Prefix: d.Prefix, Region: d.Region, Endpoint: d.Endpoint, ForcePathStyle: d.ForcePathStyle}, x.dir().tmp())
 			if err != nil {
 				return nil, limits{}, err
 			}
