@@ -163,18 +163,20 @@ func (in *input) restore(res *Result, kept []int) bool {
 		fields[j].Type = in.schema.Field(in.passed[fields[j].Name]).Type
 	}
 	schema := arrow.NewSchema(fields, nil)
+	srcs := make([][]arrow.Array, len(which)) // each restored column's input pieces
+	for w, j := range which {
+		src := in.passed[fields[j].Name]
+		for _, inRec := range in.recs {
+			srcs[w] = append(srcs[w], inRec.Column(src))
+		}
+	}
 	off = 0
 	for r, rec := range res.Recs {
 		n := int(rec.NumRows())
 		cols := slices.Clone(rec.Columns())
 		var made []arrow.Array
-		for _, j := range which {
-			src := in.passed[fields[j].Name]
-			srcs := make([]arrow.Array, len(in.recs))
-			for k, inRec := range in.recs {
-				srcs[k] = inRec.Column(src)
-			}
-			cols[j] = gather(srcs, in.starts, kept[off:off+n])
+		for w, j := range which {
+			cols[j] = gather(srcs[w], in.starts, kept[off:off+n])
 			made = append(made, cols[j])
 		}
 		res.Recs[r] = array.NewRecordBatch(schema, cols, rec.NumRows())

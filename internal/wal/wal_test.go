@@ -369,6 +369,17 @@ func BenchmarkRead(b *testing.B) {
 	}
 }
 
+// recordNumber is the number TestSnapshotReadsAPrefixOfTheLog's record p carries; false
+// for a segment's first-record marker.
+func recordNumber(p []byte) (int, bool) {
+	if bytes.Equal(p, marker) {
+		return 0, false
+	}
+	var n int
+	fmt.Sscan(string(p), &n)
+	return n, true
+}
+
 // A snapshot reads every record acknowledged before it was taken, in order, and nothing
 // after a gap: a prefix of the log. Appenders and Rotate go on meanwhile, and the segments
 // it holds are released before it is read.
@@ -431,9 +442,7 @@ func TestSnapshotReadsAPrefixOfTheLog(t *testing.T) {
 		// records are the owner's (committed elsewhere): later snapshots need not hold them.
 		for _, seg := range sealed {
 			if _, err := Read(seg.Path, func(_ int64, p []byte) error {
-				if !bytes.Equal(p, marker) {
-					var n int
-					fmt.Sscan(string(p), &n)
+				if n, ok := recordNumber(p); ok {
 					released = max(released, n)
 				}
 				return nil
@@ -447,9 +456,7 @@ func TestSnapshotReadsAPrefixOfTheLog(t *testing.T) {
 		sealed = sealed[:0]
 		var got []int
 		if err := s.Read(func(p []byte) error {
-			if !bytes.Equal(p, marker) {
-				var n int
-				fmt.Sscan(string(p), &n)
+			if n, ok := recordNumber(p); ok {
 				got = append(got, n)
 			}
 			return nil
