@@ -86,14 +86,24 @@ func (m Meter) Charge(n int) error {
 	if m.l == nil || n <= 0 {
 		return nil
 	}
-	if m.l.held+int64(n) > m.l.b.limit {
-		return &Error{Status: http.StatusRequestEntityTooLarge, Kind: "decoded_too_large",
-			Msg: fmt.Sprintf("the request needs more than the receiver's %d bytes of memory for requests once decoded (its rows and the decoder's memory); send fewer records in a request", m.l.b.limit)}
+	if m.l.alone(n) {
+		return DecodedTooLarge(m.l.b.Limit())
 	}
 	if !m.l.take(n) {
 		return budgetSpent(m.l.b)
 	}
 	return nil
+}
+
+// alone reports whether n more bytes would take the request past the whole budget by
+// itself: it can never fit, so waiting for others to finish would not help.
+func (l *lease) alone(n int) bool { return l.held+int64(n) > l.b.limit }
+
+// DecodedTooLarge is the reply to a request that needs more than limit bytes, a listener's
+// whole budget, once decompressed and decoded.
+func DecodedTooLarge(limit int64) *Error {
+	return &Error{Status: http.StatusRequestEntityTooLarge, Kind: "decoded_too_large",
+		Msg: fmt.Sprintf("the request needs more than the receiver's %d bytes of memory for requests once decompressed and decoded (its body, its rows and the decoder's memory); send fewer records in a request", limit)}
 }
 
 // budgetSpent is the reply to a request refused because the listener's budget is held.
@@ -110,8 +120,12 @@ func (l *lease) release() {
 
 type leaseKey struct{}
 
-// errOverBudget stops reading a body whose bytes would go beyond the listener's budget.
-var errOverBudget = errors.New("the listener's body budget is spent")
+// errOverBudget stops reading a body whose bytes would go beyond the listener's budget;
+// errAloneOverBudget one whose bytes would go beyond it by themselves.
+var (
+	errOverBudget      = errors.New("the listener's body budget is spent")
+	errAloneOverBudget = errors.New("the body is larger than the listener's whole budget")
+)
 
 // charged counts what Read keeps of a body against the request's lease.
 type charged struct {
@@ -121,6 +135,9 @@ type charged struct {
 
 func (c *charged) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
+	if n > 0 && c.l.alone(n) {
+		return 0, errAloneOverBudget
+	}
 	if n > 0 && !c.l.take(n) {
 		return 0, errOverBudget
 	}

@@ -22,7 +22,7 @@ var testTooLarge = &Error{Status: http.StatusRequestEntityTooLarge, Kind: "too_l
 // hold, when not nil, keeps the request (and the budget it took) until it is closed.
 func readHandler(max int64, hold chan struct{}) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		buf, rerr := Read(r, max, testTooLarge)
+		buf, rerr := Read(r, Limits{Sent: max, TooLarge: testTooLarge})
 		if rerr != nil {
 			WriteError(w, rerr)
 			return
@@ -112,21 +112,62 @@ func TestBudgetRefusesBeyondCap(t *testing.T) {
 	}
 }
 
-// TestBudgetCountsDecompressedBytes: a small gzip body that inflates beyond the budget is
-// refused, though it is far under the size limit.
+// TestBudgetCountsDecompressedBytes: a small gzip body that inflates beyond the whole
+// budget is refused for good (413; a 503 would be retried forever), though it is far under
+// the size limit, and takes nothing from the budget.
 func TestBudgetCountsDecompressedBytes(t *testing.T) {
 	b := newBudget(t, 1000)
 	h := guard(t, readHandler(1<<20, nil), b, roomyPace)
-	var z bytes.Buffer
-	zw := gzip.NewWriter(&z)
-	zw.Write(bytes.Repeat([]byte("x"), 5000))
-	zw.Close()
-	rec := serve(h, z.Bytes(), true)
-	if rec.Code != http.StatusServiceUnavailable {
-		t.Fatalf("%d-byte gzip body of 5000 bytes, budget 1000: %d %s, want 503", z.Len(), rec.Code, rec.Body)
+	z := gzipped(t, bytes.Repeat([]byte("x"), 5000), gzip.DefaultCompression)
+	rec := serve(h, z, true)
+	if rec.Code != http.StatusRequestEntityTooLarge || errorKind(t, rec.Body.Bytes()) != "decoded_too_large" {
+		t.Fatalf("%d-byte gzip body of 5000 bytes, budget 1000: %d %s, want 413 decoded_too_large", len(z), rec.Code, rec.Body)
 	}
 	if b.Held() != 0 {
 		t.Errorf("held %d after the refusal, want 0", b.Held())
+	}
+}
+
+// TestDecodedLimit: Limits.Sent bounds the body as sent and Limits.Decoded its decompressed
+// form, each answered with its own reply.
+func TestDecodedLimit(t *testing.T) {
+	decodedTooLarge := &Error{Status: http.StatusRequestEntityTooLarge, Kind: "decoded_too_large"}
+	plain := bytes.Repeat([]byte("x"), 5000)
+	z := gzipped(t, plain, gzip.DefaultCompression)
+	for _, tc := range []struct {
+		name     string
+		lim      Limits
+		body     []byte
+		gz       bool
+		wantCode int
+		wantKind string
+	}{
+		{"compressed under Sent, decompressed under Decoded", Limits{Sent: 1000, Decoded: 5000}, z, true, 200, ""},
+		{"compressed under Sent, decompressed over Decoded", Limits{Sent: 1000, Decoded: 4999}, z, true, 413, "decoded_too_large"},
+		{"no Decoded: Sent bounds both", Limits{Sent: 1000}, z, true, 413, "too_large"},
+		{"Decoded below Sent: Sent bounds both", Limits{Sent: 5000, Decoded: 10}, z, true, 200, ""},
+		{"plain body over Sent, under Decoded", Limits{Sent: 4999, Decoded: 1 << 20}, plain, false, 413, "too_large"},
+		{"compressed body over Sent", Limits{Sent: int64(len(z)) - 1, Decoded: 1 << 20}, z, true, 413, "too_large"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.lim.TooLarge = testTooLarge
+			if tc.lim.Decoded > 0 {
+				tc.lim.DecodedTooLarge = decodedTooLarge
+			}
+			r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(tc.body))
+			if tc.gz {
+				r.Header.Set("Content-Encoding", "gzip")
+			}
+			buf, rerr := Read(r, tc.lim)
+			switch {
+			case tc.wantCode == 200 && rerr != nil:
+				t.Fatalf("refused: %v", rerr)
+			case tc.wantCode == 200 && !bytes.Equal(buf.Bytes(), plain):
+				t.Fatalf("read %d bytes, want the %d decompressed", buf.Len(), len(plain))
+			case tc.wantCode != 200 && (rerr == nil || rerr.Status != tc.wantCode || rerr.Kind != tc.wantKind):
+				t.Fatalf("got %v, want %d %s", rerr, tc.wantCode, tc.wantKind)
+			}
+		})
 	}
 }
 
@@ -134,7 +175,7 @@ func TestBudgetCountsDecompressedBytes(t *testing.T) {
 func TestBudgetReleasedOnPanic(t *testing.T) {
 	b := newBudget(t, 1000)
 	h := guard(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, rerr := Read(r, 1<<20, testTooLarge); rerr != nil {
+		if _, rerr := Read(r, Limits{Sent: 1 << 20, TooLarge: testTooLarge}); rerr != nil {
 			t.Errorf("read: %v", rerr)
 		}
 		panic(http.ErrAbortHandler)
@@ -218,7 +259,7 @@ func TestPaceCutsOffTricklingBody(t *testing.T) {
 func TestPaceLetsAFinishedBodyOutliveItsDeadline(t *testing.T) {
 	b := newBudget(t, 1<<20)
 	srv := quietServer(t, guard(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		buf, rerr := Read(r, 1<<20, testTooLarge)
+		buf, rerr := Read(r, Limits{Sent: 1 << 20, TooLarge: testTooLarge})
 		if rerr != nil {
 			WriteError(w, rerr)
 			return

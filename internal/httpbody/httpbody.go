@@ -116,23 +116,45 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Limits bound one request body.
+type Limits struct {
+	// Sent bounds the body as it arrives (its Content-Length or chunks); over it the reply
+	// is TooLarge. Must be positive.
+	Sent     int64
+	TooLarge *Error
+	// Decoded bounds a compressed body's decompressed form; over it the reply is
+	// DecodedTooLarge. 0 means Sent, and so does anything below Sent: decompressing never
+	// has to fit in less than the body as sent.
+	Decoded         int64
+	DecodedTooLarge *Error
+}
+
+// decoded is the limit on the decompressed form and the reply over it.
+func (l Limits) decoded() (int64, *Error) {
+	if l.Decoded <= l.Sent || l.DecodedTooLarge == nil {
+		return l.Sent, l.TooLarge
+	}
+	return l.Decoded, l.DecodedTooLarge
+}
+
 // Read returns the request body, decompressed when Content-Encoding is gzip or zstd, in a
-// pooled buffer the caller hands back with Release. The body as sent and its decompressed
-// form are both limited to max, and decompression stops at max+1 bytes, so a compression
-// bomb costs at most that. Over the limit the reply is tooLarge; any other coding is 415
+// pooled buffer the caller hands back with Release. The body as sent is limited to
+// lim.Sent and its decompressed form to lim.Decoded, and decompression stops one byte past
+// that, so a compression bomb costs at most the limit. Any other coding is 415
 // unsupported_encoding.
 //
 // Under Guard the bytes kept are charged to the listener's Budget as they arrive (a spent
 // budget is a 503 with Retry-After) and a body slower than the Pace is a 408; the buffer
 // never grows ahead of the bytes received, whatever Content-Length claims.
-func Read(r *http.Request, max int64, tooLarge *Error) (*bytes.Buffer, *Error) {
+func Read(r *http.Request, lim Limits) (*bytes.Buffer, *Error) {
 	cd, rerr := contentCoding(r.Header)
 	if rerr != nil {
 		return nil, rerr
 	}
-	if r.ContentLength > max {
-		return nil, tooLarge
+	if r.ContentLength > lim.Sent {
+		return nil, lim.TooLarge
 	}
+	maxOut, outTooLarge := lim.decoded()
 	l, _ := r.Context().Value(leaseKey{}).(*lease)
 	keep := func(src io.Reader) io.Reader {
 		if l == nil {
@@ -141,20 +163,24 @@ func Read(r *http.Request, max int64, tooLarge *Error) (*bytes.Buffer, *Error) {
 		return &charged{r: src, l: l}
 	}
 	buf := buffers.Get().(*bytes.Buffer)
-	raw := &limitedReader{r: r.Body, left: max}
+	raw := &limitedReader{r: r.Body, left: lim.Sent}
 	var err error
 	switch cd {
 	case gzipCoding:
-		err = gunzip(buf, raw, max+1, keep)
+		err = gunzip(buf, raw, maxOut+1, keep)
 	case zstdCoding:
-		err = unzstd(r.Context(), buf, raw, max+1, keep)
+		err = unzstd(r.Context(), buf, raw, maxOut+1, keep)
 	default:
 		_, err = buf.ReadFrom(keep(raw))
 	}
 	var waited *decoderWait
 	switch {
-	case errors.Is(raw.err, errTooLarge), int64(buf.Len()) > max:
-		rerr = tooLarge
+	case errors.Is(raw.err, errTooLarge):
+		rerr = lim.TooLarge
+	case int64(buf.Len()) > maxOut:
+		rerr = outTooLarge
+	case errors.Is(err, errAloneOverBudget):
+		rerr = DecodedTooLarge(l.b.Limit())
 	case errors.Is(err, errOverBudget):
 		rerr = budgetSpent(l.b)
 	case errors.Is(raw.err, errTooSlow):

@@ -76,7 +76,7 @@ func TestReadDoesNotAllocateDeclaredLength(t *testing.T) {
 	read := func() {
 		r := httptest.NewRequest(http.MethodPost, "/v1/ingest/logs", strings.NewReader("{}\n"))
 		r.ContentLength = declared
-		buf, rerr := Read(r, 2*declared, tooLarge)
+		buf, rerr := Read(r, Limits{Sent: 2 * declared, TooLarge: tooLarge})
 		if rerr != nil {
 			t.Fatal(rerr)
 		}
@@ -108,7 +108,7 @@ func readGuarded(t *testing.T, body []byte, encoding string, max, budget int64) 
 	}
 	h, err := Guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var buf *bytes.Buffer
-		if buf, rerr = Read(r, max, &Error{Status: http.StatusRequestEntityTooLarge, Kind: "too_large"}); rerr == nil {
+		if buf, rerr = Read(r, Limits{Sent: max, TooLarge: &Error{Status: http.StatusRequestEntityTooLarge, Kind: "too_large"}}); rerr == nil {
 			got = bytes.Clone(buf.Bytes())
 			Release(buf)
 		}
@@ -150,7 +150,7 @@ func checkCodedReads(t *testing.T, encoding string, cases []codedRead) {
 func readCoded(body []byte, encoding string, max int64) (*bytes.Buffer, *Error) {
 	r := httptest.NewRequest(http.MethodPost, "/v1/ingest/logs", bytes.NewReader(body))
 	r.Header.Set("Content-Encoding", encoding)
-	return Read(r, max, &Error{Status: http.StatusRequestEntityTooLarge, Kind: "too_large"})
+	return Read(r, Limits{Sent: max, TooLarge: &Error{Status: http.StatusRequestEntityTooLarge, Kind: "too_large"}})
 }
 
 // checkRead fails t unless Read returned want, or, when wantKind is set, refused with it.

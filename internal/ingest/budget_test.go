@@ -108,3 +108,55 @@ func TestDecodedSizeIsBudgeted(t *testing.T) {
 		t.Fatalf("store calls %+v, want one of 64 rows", len(calls))
 	}
 }
+
+// TestCompressedBodyDecodesWithinBudget: ingest.max_body_bytes bounds a body as sent. A
+// gzip body under it that decompresses past it (a collector's batch of large records) is
+// stored when body and rows fit the listener's budget, and refused for good (413
+// decoded_too_large, never the retried 503) when they cannot fit it even alone. A body over
+// the limit as sent stays a 413 body_too_large.
+func TestCompressedBodyDecodesWithinBudget(t *testing.T) {
+	const maxBody = 64 << 10
+	budget, err := httpbody.NewBudget(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := newTestHandler(t, maxBody, func(o *Options) { o.Budget = budget })
+	h, err := httpbody.Guard(th, budget, httpbody.Pace{Grace: time.Minute, MinRate: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gzPost := func(path, contentType string, body []byte) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader(gzipped(t, body)))
+		req.Header.Set("Content-Type", contentType)
+		req.Header.Set("Content-Encoding", "gzip")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	// 40 records of 8 KB: 320 KiB decoded, 5 times the limit, a few KiB once gzipped.
+	ld := plog.NewLogs()
+	lrs := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords()
+	for i := range 40 {
+		lrs.AppendEmpty().Body().SetStr(strings.Repeat(string(rune('a'+i%26)), 8000))
+	}
+	logs, err := plogotlp.NewExportRequestFromLogs(ld).MarshalProto()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec := gzPost("/v1/logs", "application/x-protobuf", logs); rec.Code != http.StatusOK {
+		t.Fatalf("a %d-byte OTLP body, gzipped under the %d-byte limit: %d %s, want 200", len(logs), maxBody, rec.Code, rec.Body)
+	}
+	if calls := th.store.recorded(); len(calls) != 1 || len(calls[0].rows) != 40 {
+		t.Fatalf("store calls %d, want one of 40 rows", len(calls))
+	}
+	ndjson := []byte(strings.Repeat(`{"msg":"`+strings.Repeat("x", 1000)+`"}`+"\n", 200))
+	if rec := gzPost("/v1/ingest/app", "", ndjson); rec.Code != http.StatusOK {
+		t.Fatalf("a %d-byte NDJSON body, gzipped under the limit: %d %s, want 200", len(ndjson), rec.Code, rec.Body)
+	}
+	huge := bytes.Repeat([]byte("{}\n"), 400_000) // 1.2 MB: more than the whole budget
+	checkError(t, gzPost("/v1/ingest/app", "", huge), http.StatusRequestEntityTooLarge, "decoded_too_large")
+	if budget.Held() != 0 {
+		t.Errorf("the budget holds %d bytes after the requests", budget.Held())
+	}
+	checkError(t, post(h, "/v1/ingest/app", bytes.Repeat([]byte("{}\n"), maxBody/3+1)), http.StatusRequestEntityTooLarge, "body_too_large")
+}

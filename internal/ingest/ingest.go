@@ -45,7 +45,9 @@ type Store interface {
 
 // Options configure NewHandler.
 type Options struct {
-	// MaxBodyBytes bounds a request body, both as sent and after decompression. Must be > 0.
+	// MaxBodyBytes bounds a request body as sent. Must be > 0. A compressed body may
+	// decompress to more, up to what Budget holds (its whole limit: what it decodes into
+	// is charged there too), or to MaxBodyBytes when there is no Budget.
 	MaxBodyBytes int64
 	// Registerer receives the hyp_ingest_* metrics. Required: the handler never falls back
 	// to the global registry, so two handlers in one process (tests) cannot collide there.
@@ -106,13 +108,12 @@ type otlpRoute struct {
 
 type handler struct {
 	store    Store
-	maxBody  int64
+	limits   httpbody.Limits // shared by every request; never modified
 	ready    func() error
 	log      *slog.Logger
 	scrape   http.Handler // nil when there is no Gatherer
 	otlp     [numEndpoints]otlpRoute
 	metrics  *metrics
-	tooLarge *httpbody.Error // shared by every oversized request; never modified
 	// batches keeps decoded OTLP requests' row memory (*otlp.Batch) between requests.
 	batches sync.Pool
 }
@@ -130,14 +131,24 @@ func NewHandler(store Store, opts Options) (http.Handler, error) {
 		return nil, errors.New("ingest: nil Registerer")
 	}
 	h := &handler{
-		store:   store,
-		maxBody: opts.MaxBodyBytes,
-		ready:   opts.Ready,
-		log:     opts.Logger,
-		tooLarge: &httpbody.Error{
-			Status: http.StatusRequestEntityTooLarge, Kind: "body_too_large",
-			Msg: fmt.Sprintf("the body exceeds %d bytes (after decompression, if compressed)", opts.MaxBodyBytes),
+		store: store,
+		ready: opts.Ready,
+		log:   opts.Logger,
+		limits: httpbody.Limits{
+			Sent: opts.MaxBodyBytes,
+			TooLarge: &httpbody.Error{
+				Status: http.StatusRequestEntityTooLarge, Kind: "body_too_large",
+				Msg: fmt.Sprintf("the body exceeds %d bytes (ingest.max_body_bytes)", opts.MaxBodyBytes),
+			},
 		},
+	}
+	// The limit on a compressed body is a limit on what it costs the listener: a batch the
+	// OpenTelemetry Collector gzips to a few MiB may hold tens of MiB of records, and is
+	// taken whole when the listener's memory allows it (its rows are charged too), not
+	// refused with a 413 the collector would drop it for.
+	if opts.Budget != nil {
+		h.limits.Decoded = opts.Budget.Limit()
+		h.limits.DecodedTooLarge = httpbody.DecodedTooLarge(opts.Budget.Limit())
 	}
 	if h.log == nil {
 		h.log = slog.Default()
@@ -203,7 +214,7 @@ func (h *handler) ingest(w http.ResponseWriter, r *http.Request, dataset string)
 	if ie := cache.CheckDataset(dataset); ie != nil {
 		return h.reject(w, dataset, &httpbody.Error{Status: http.StatusBadRequest, Kind: ie.Kind, Msg: ie.Msg})
 	}
-	buf, rerr := httpbody.Read(r, h.maxBody, h.tooLarge)
+	buf, rerr := httpbody.Read(r, h.limits)
 	if rerr != nil {
 		return h.reject(w, dataset, rerr)
 	}
@@ -242,7 +253,7 @@ func (h *handler) otlpExport(w http.ResponseWriter, r *http.Request, ep endpoint
 	if r.Method != http.MethodPost {
 		return h.rejectOTLP(w, r, dataset, methodNotAllowed(w, http.MethodPost))
 	}
-	buf, rerr := httpbody.Read(r, h.maxBody, h.tooLarge)
+	buf, rerr := httpbody.Read(r, h.limits)
 	if rerr != nil {
 		return h.rejectOTLP(w, r, dataset, rerr)
 	}

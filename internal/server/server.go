@@ -207,7 +207,7 @@ func (h *handler) ingest(w http.ResponseWriter, r *http.Request, dataset string)
 		return h.reject(w, rerr)
 	}
 	start := time.Now()
-	buf, rerr := httpbody.Read(r, h.maxBody, tooLarge)
+	buf, rerr := httpbody.Read(r, httpbody.Limits{Sent: h.maxBody, TooLarge: tooLarge})
 	h.metrics.since("read", start)
 	if rerr != nil {
 		return h.reject(w, rerr)
