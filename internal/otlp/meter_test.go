@@ -206,3 +206,30 @@ func TestChunksFollowTheRows(t *testing.T) {
 		})
 	}
 }
+
+// TestLargeRecordsAreChargedAboutTheirSize: a collector's batch of 2,000 records with 8 KB
+// bodies (16 MB of rows) is charged little more than its rows and its decoded model. A row
+// that outgrows its chunk has append move the chunk to an array a quarter larger, charged in
+// full; when every row started with room for rowSlack only, each 8 KB row outgrew its chunk
+// and the charges summed to several times the rows, so such batches were refused as too
+// large to decode.
+func TestLargeRecordsAreChargedAboutTheirSize(t *testing.T) {
+	ld := plog.NewLogs()
+	lrs := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords()
+	for i := range 2000 {
+		lrs.AppendEmpty().Body().SetStr(strings.Repeat(string(rune('a'+i%26)), 8000))
+	}
+	body := logsBodies(t, ld).proto
+	var b Batch
+	m := &limitMeter{limit: 1 << 40}
+	if err := b.DecodeMetered(Logs, "application/x-protobuf", body, m); err != nil {
+		t.Fatal(err)
+	}
+	rows := 0
+	for _, r := range b.Rows {
+		rows += len(r.Line)
+	}
+	if limit := rows + rows/4 + 1<<20; m.held > limit {
+		t.Errorf("%d bytes of rows from a %d-byte body were charged %d bytes, want at most %d", rows, len(body), m.held, limit)
+	}
+}

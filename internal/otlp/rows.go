@@ -30,6 +30,7 @@ type rowWriter struct {
 	spare                      [][]byte // the Batch's kept chunks not yet used
 	rowAt                      int      // where the open row's frame starts
 	total                      int      // the rows the request makes, for sizing chunks
+	maxRow                     int      // the longest row written so far, its frame included
 	rows                       []Row
 	groups                     []rowform.RowGroup
 }
@@ -174,8 +175,13 @@ func (rw *rowWriter) setScope(g *group) {
 }
 
 // begin starts a record row and returns the writer to add its fields to.
+//
+// A row gets a chunk with room for the longest row so far, not only rowSlack: a row
+// that outgrows its chunk has append move the chunk to an array a quarter larger, each
+// charged in full, so a request of 8 KB records written into one growing chunk was
+// charged several times its rows and refused as too large.
 func (rw *rowWriter) begin(source string) *jsonWriter {
-	if need := len(rw.prefix) + len(rw.metricPrefix) + rowSlack; cap(rw.w.b)-len(rw.w.b) < need {
+	if need := max(len(rw.prefix)+len(rw.metricPrefix)+rowSlack, rw.maxRow+rw.maxRow/8); cap(rw.w.b)-len(rw.w.b) < need {
 		rw.nextChunk(need)
 	}
 	rw.rows = append(rw.rows, Row{Source: source})
@@ -188,6 +194,7 @@ func (rw *rowWriter) begin(source string) *jsonWriter {
 func (rw *rowWriter) end() {
 	rw.w.endField()
 	rowform.EndRow(rw.w.b, rw.rowAt)
+	rw.maxRow = max(rw.maxRow, len(rw.w.b)-rw.rowAt)
 	rw.offs = append(grow(rw.a, rw.offs, 1), len(rw.w.b))
 	// A row that outgrew its chunk while it was written had append move the chunk
 	// to a larger array.
