@@ -46,5 +46,6 @@ done
 echo "max_body_bytes=${MAX_BODY:-16777216} body=${BODY:-150}B records/request=${RECORDS:-1000} accepted_by_collector=$sent stored_by_hyp=$n" \
   "collector_drop_lines=$(grep -ci 'dropping data\|permanent' "$OUT/otel.log")" \
   "hyp_503=$(grep -c 'Code 503' "$OUT/otel.log") hyp_413=$(grep -c 'Code 413' "$OUT/otel.log")" \
-  "hyp_peak=$(awk '/VmHWM/{print int($2/1024) "MiB"}' /proc/$hp/status)"
+  "hyp_peak=$(awk '/VmHWM/{print int($2/1024) "MiB"}' /proc/$hp/status)" \
+  "collector_peak=$(awk '/VmHWM/{print int($2/1024) "MiB"}' /proc/$cp/status)"
 kill $cp $hp; wait 2>/dev/null
