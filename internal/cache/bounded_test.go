@@ -3,7 +3,6 @@ package cache
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,7 +14,7 @@ import (
 // avroFiles counts the manifest lists and manifests in a generation's metadata directory.
 func avroFiles(t *testing.T, g *generation) int {
 	t.Helper()
-	ents, err := os.ReadDir(filepath.Join(g.dir, "metadata"))
+	ents, err := os.ReadDir(tableDir(g.dir).metadata())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +56,7 @@ func TestMetadataStaysBounded(t *testing.T) {
 			p := c.tables.lookup("logs", "source=a")
 			var lk *fsutil.Lock
 			if tc.reader {
-				if lk, err = fsutil.SharedLock(readersLockPath(p.gen.dir)); err != nil {
+				if lk, err = fsutil.SharedLock(tableDir(p.gen.dir).readersLock()); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -150,7 +150,7 @@ func describeTheOldWay(t *testing.T, g *generation, groupRows int64) iceberg.Dat
 		t.Fatal(err)
 	}
 	defer tbl.Release()
-	dst := filepath.Join(g.dir, "data", "old.parquet")
+	dst := filepath.Join(tableDir(g.dir).data(), "old.parquet")
 	f, err := os.Create(dst)
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,9 @@
 // home), the incremental scan that sinks read through, the listing queries read (the
 // tables' files, and the rows the log holds that they do not yet, encoded for the query
 // alone: unflushed.go), and the record of what it could not keep (cache/_lost: the bytes
-// and losses.jsonl).
+// and losses.jsonl). Every name it gives a file or directory under its root is joined in
+// layout.go, except those of the hadoop catalog's files in a generation (catalogfiles.go)
+// and the log's segments (internal/wal).
 //
 // Invariants it keeps:
 //   - seqs are strictly increasing in commit order within every partition and never reused,
@@ -78,14 +80,9 @@ func (c *Cache) Err() error {
 	return nil
 }
 
-const (
-	lockFile = "LOCK"
-	seqFile  = "seq.json"
-	walDir   = "_wal" // not a legal dataset name, so it can never collide with one
-	// seqBlock is how far ahead seq.json reserves, so the allocator file is written once per
-	// million rows rather than per request.
-	seqBlock = 1 << 20
-)
+// seqBlock is how far ahead seq.json reserves, so the allocator file is written once per
+// million rows rather than per request.
+const seqBlock = 1 << 20
 
 // Options tune a Cache.
 type Options struct {
@@ -161,7 +158,7 @@ type dataset struct {
 type Partition struct {
 	Dataset string
 	name    string
-	dir     string
+	dir     partitionDir
 
 	mu      sync.Mutex
 	gen     *generation
@@ -285,7 +282,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Cache, error) {
 	if err := fsutil.MkdirAllSync(dir); err != nil {
 		return nil, err
 	}
-	lk, err := fsutil.TryLock(filepath.Join(dir, lockFile))
+	lk, err := fsutil.TryLock(layout(dir).lock())
 	if errors.Is(err, fsutil.ErrLocked) {
 		return nil, ErrLocked
 	}
@@ -327,7 +324,7 @@ func (c *Cache) open(ctx context.Context) error {
 	// The next seq must be above everything persisted anywhere, so that losing or
 	// corrupting any one of these sources can never send seqs backwards. The log is read
 	// before its new segment starts, because that segment's marker is the next seq.
-	lg, sealed, err := wal.Open(filepath.Join(c.dir, walDir), func(sealed []wal.Segment) ([]byte, error) {
+	lg, sealed, err := wal.Open(layout(c.dir).wal(), func(sealed []wal.Segment) ([]byte, error) {
 		high := ts.maxSeq()
 		for _, seg := range sealed {
 			if _, err := wal.Read(seg.Path, func(_ int64, p []byte) error {
@@ -346,7 +343,7 @@ func (c *Cache) open(ctx context.Context) error {
 				return nil, err
 			}
 		}
-		st, err := readSeqState(filepath.Join(c.dir, seqFile))
+		st, err := readSeqState(layout(c.dir).seqState())
 		if err != nil {
 			c.log.Warn("seq allocator file unreadable; continuing above every seq found in the log and tables", "err", err)
 		}
@@ -385,7 +382,7 @@ func readSeqState(path string) (seqState, error) {
 
 func (c *Cache) reserve(upTo int64) error {
 	b, _ := json.Marshal(seqState{Reserved: upTo, Incarnation: &c.incarnation})
-	if err := fsutil.WriteFileAtomic(filepath.Join(c.dir, seqFile), b, 0o600); err != nil {
+	if err := fsutil.WriteFileAtomic(layout(c.dir).seqState(), b, 0o600); err != nil {
 		return fmt.Errorf("reserve seqs: %w", err)
 	}
 	c.reserved = upTo

@@ -130,8 +130,6 @@ func TestIngestFlushScan(t *testing.T) {
 	}
 }
 
-func removeFile(dir, name string) error { return os.Remove(filepath.Join(dir, name)) }
-
 // framedOf is lines in the row form, each framed as IngestPartitionRows takes them.
 func framedOf(t *testing.T, lines ...string) ([]byte, int) {
 	t.Helper()

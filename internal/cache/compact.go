@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -289,7 +288,7 @@ func (g *generation) carry(ctx context.Context, snap, cur *generation, link func
 		if f.MinSeq <= snapMax {
 			continue
 		}
-		dst := filepath.Join(dataDir, filepath.Base(f.Path))
+		dst := tableDir(g.dir).dataFileFrom(f.Path)
 		if err := link(f.Path, dst); err != nil {
 			if !linkUnsupported(err) {
 				return fmt.Errorf("link %s into the new generation: %w", f.Path, err)
@@ -358,7 +357,7 @@ func (g *generation) fill(ctx context.Context, old *generation, settledRows int6
 	}
 	for _, group := range compactionPlan(old.files, settledRows) {
 		if len(group) == 1 {
-			dst := filepath.Join(dataDir, filepath.Base(group[0].Path))
+			dst := tableDir(g.dir).dataFileFrom(group[0].Path)
 			err := link(group[0].Path, dst)
 			if err == nil {
 				linked = append(linked, fileURI(dst))

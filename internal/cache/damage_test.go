@@ -38,7 +38,7 @@ func TestFlippedLogByteCostsOneRequest(t *testing.T) {
 			}
 			seg := c.wal.Size()
 			crash(c)
-			segs, _ := wal.List(filepath.Join(dir, walDir))
+			segs, _ := wal.List(layout(dir).wal())
 			path := segs[len(segs)-1].Path
 			var offs []int64 // offs[0] is the marker
 			wal.Read(path, func(off int64, _ []byte) error { offs = append(offs, off); return nil }, nil)
@@ -146,7 +146,7 @@ func TestRepairSetsAsideAnUnreadableFile(t *testing.T) {
 				t.Fatalf("losses %+v, want seq %d..%d", lost, first.FirstSeq, first.LastSeq)
 			}
 			if tc.name != "deleted" {
-				if _, err := os.Stat(res[0].KeptAt); err != nil || !strings.HasPrefix(res[0].KeptAt, filepath.Join(dir, lostDir)) {
+				if _, err := os.Stat(res[0].KeptAt); err != nil || !strings.HasPrefix(res[0].KeptAt, layout(dir).lost()) {
 					t.Errorf("damaged file not kept: %s %v", res[0].KeptAt, err)
 				}
 			}

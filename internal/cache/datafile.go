@@ -13,7 +13,6 @@ import (
 	"github.com/apache/iceberg-go"
 	icebergio "github.com/apache/iceberg-go/io"
 	"github.com/apache/iceberg-go/table"
-	"github.com/google/uuid"
 
 	"github.com/hyp-project/hyp/internal/bounds"
 	"github.com/hyp-project/hyp/internal/columns"
@@ -35,7 +34,7 @@ import (
 // fileWriter writes one generation's new data files. It is made under the partition lock
 // and copies what it needs of the table then, so it can run without it.
 type fileWriter struct {
-	dir    string        // the generation's data directory
+	dir    tableDir      // the generation; files go to its data directory
 	target int64         // bytes after which a file is closed and the next started
 	sc     *arrow.Schema // the table's Arrow schema, with its field ids
 	schema *iceberg.Schema
@@ -53,7 +52,7 @@ func (g *generation) fileWriter(ctx context.Context) (*fileWriter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &fileWriter{dir: tableDir(g.dir).data(), target: targetFileBytes, sc: sc, schema: g.tbl.Schema(), spec: g.tbl.Spec(), props: g.tbl.Properties(), fio: fio}, nil
+	return &fileWriter{dir: tableDir(g.dir), target: targetFileBytes, sc: sc, schema: g.tbl.Schema(), spec: g.tbl.Spec(), props: g.tbl.Properties(), fio: fio}, nil
 }
 
 // append writes rdr's records, which have w.sc's columns, into new data files and adds them
@@ -175,7 +174,7 @@ func (g *generation) addFiles(ctx context.Context, tx *table.Transaction, uris [
 // write encodes rdr into files of about w.target bytes at most and returns their paths,
 // each synced and named in the synced directory.
 func (w *fileWriter) write(rdr array.RecordReader) ([]string, error) {
-	if err := fsutil.MkdirAllSync(w.dir); err != nil {
+	if err := fsutil.MkdirAllSync(w.dir.data()); err != nil {
 		return nil, err
 	}
 	var done []string
@@ -211,7 +210,7 @@ func (w *fileWriter) write(rdr array.RecordReader) ([]string, error) {
 		done = append(done, cur.path)
 	}
 	if len(done) > 0 {
-		if err := fsutil.SyncDir(w.dir); err != nil {
+		if err := fsutil.SyncDir(w.dir.data()); err != nil {
 			return nil, err
 		}
 	}
@@ -226,10 +225,9 @@ type dataFile struct {
 	pw   *parquetw.Writer
 }
 
-// create starts a file under a name of iceberg-go's form ({partition}-{task}-{uuid}-{count}),
-// never one that exists.
+// create starts a new data file (tableDir.newDataFile), never one that exists.
 func (w *fileWriter) create() (*dataFile, error) {
-	path := filepath.Join(w.dir, fmt.Sprintf("00000-0-%s-00000.parquet", uuid.New()))
+	path := w.dir.newDataFile()
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, err

@@ -99,7 +99,7 @@ func TestDataFiles(t *testing.T) {
 			if _, ok := g.tbl.Properties()["schema.name-mapping.default"]; ok {
 				t.Error("the table got a name mapping")
 			}
-			onDisk, _ := filepath.Glob(filepath.Join(g.dir, "data", "*.parquet"))
+			onDisk, _ := filepath.Glob(filepath.Join(tableDir(g.dir).data(), "*.parquet"))
 			if len(onDisk) != len(g.files) {
 				t.Errorf("%d files on disk, table names %d", len(onDisk), len(g.files))
 			}
@@ -114,7 +114,7 @@ func TestDataFilesRoll(t *testing.T) {
 	const rows = 3*rowGroupRows + 10
 	p, w := flushedWriter(t, rows)
 	w.target = 1
-	w.dir = t.TempDir()
+	w.dir = tableDir(t.TempDir())
 	rdr := newScanReader(ctx, p.gen.files, p.gen, w.sc)
 	paths, err := w.write(rdr)
 	rdr.Release()
@@ -143,7 +143,7 @@ func TestDataFilesRoll(t *testing.T) {
 // TestDataFileWriteFails: a write that fails leaves no file behind.
 func TestDataFileWriteFails(t *testing.T) {
 	_, w := flushedWriter(t, 10)
-	w.dir = t.TempDir()
+	w.dir = tableDir(t.TempDir())
 	// A record whose columns are not the table's.
 	other := arrow.NewSchema([]arrow.Field{{Name: "x", Type: arrow.BinaryTypes.String}}, nil)
 	b := array.NewRecordBuilder(memory.DefaultAllocator, other)
@@ -159,7 +159,7 @@ func TestDataFileWriteFails(t *testing.T) {
 	if _, err := w.write(rdr); err == nil {
 		t.Fatal("a record of other columns was written")
 	}
-	if ents, _ := os.ReadDir(w.dir); len(ents) != 0 {
+	if ents, _ := os.ReadDir(w.dir.data()); len(ents) != 0 {
 		t.Fatalf("left %d files behind", len(ents))
 	}
 }

@@ -6,17 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/hyp-project/hyp/internal/fsutil"
 	"github.com/hyp-project/hyp/internal/partition"
 )
 
-// incarnationFile names this cache's seq space (SPEC 2 and 5): a random id created together
-// with the seq allocator, so that a wiped cache or a reinstalled machine, whose seqs start at
-// 1 again, is never taken by a `hyp server` for the earlier seq space that used the same seqs.
-const incarnationFile = "incarnation"
+// The incarnation file (layout.incarnation) names this cache's seq space (SPEC 2 and 5): a
+// random id created together with the seq allocator, so that a wiped cache or a reinstalled
+// machine, whose seqs start at 1 again, is never taken by a `hyp server` for the earlier seq
+// space that used the same seqs.
 
 // chooseIncarnation decides the id of the seq space, a pure function of what the cache holds:
 //   - a fresh seq space (no seq issued anywhere: seq.json, the log and the tables all empty,
@@ -44,7 +43,7 @@ func chooseIncarnation(fresh bool, file, fromSeq *string) (id string, create boo
 // file before any seq of the space is issued. A file that does not hold a valid id is an
 // error, never replaced: replacing it would split one seq space into two on the server.
 func (c *Cache) loadIncarnation(st seqState, fresh bool) error {
-	path := filepath.Join(c.dir, incarnationFile)
+	path := layout(c.dir).incarnation()
 	var file *string
 	b, err := os.ReadFile(path)
 	switch {

@@ -58,18 +58,18 @@ func TestIncarnationLifecycle(t *testing.T) {
 	}
 	_ = c.Close(ctx)
 	// Either copy alone keeps the id.
-	if err := os.Remove(filepath.Join(dir, incarnationFile)); err != nil {
+	if err := os.Remove(layout(dir).incarnation()); err != nil {
 		t.Fatal(err)
 	}
 	if c = open(); c.Incarnation() != first {
 		t.Fatalf("without the incarnation file: %q, want %q", c.Incarnation(), first)
 	}
 	_ = c.Close(ctx)
-	if b, err := os.ReadFile(filepath.Join(dir, incarnationFile)); err != nil || string(b) != first+"\n" {
+	if b, err := os.ReadFile(layout(dir).incarnation()); err != nil || string(b) != first+"\n" {
 		t.Fatalf("the incarnation file was not written back: %q %v", b, err)
 	}
 	// A bad file is refused, never replaced.
-	if err := os.WriteFile(filepath.Join(dir, incarnationFile), []byte("not valid!\n"), 0o600); err != nil {
+	if err := os.WriteFile(layout(dir).incarnation(), []byte("not valid!\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if c, err := Open(ctx, dir, Options{}); err == nil {
@@ -103,10 +103,10 @@ func TestIncarnationOfAnOlderCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	// What an older build left: seq.json without the copy, no incarnation file.
-	if err := os.WriteFile(filepath.Join(dir, seqFile), []byte(`{"reserved":1048577}`), 0o600); err != nil {
+	if err := os.WriteFile(layout(dir).seqState(), []byte(`{"reserved":1048577}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Remove(filepath.Join(dir, incarnationFile)); err != nil {
+	if err := os.Remove(layout(dir).incarnation()); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {

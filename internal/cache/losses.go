@@ -14,14 +14,6 @@ import (
 	"github.com/hyp-project/hyp/internal/fsutil"
 )
 
-// lostDir keeps what the cache could not store (SPEC 9.6): the bytes themselves, never
-// deleted by hyp, and lossLog, one JSON line per loss. Like walDir it is not a legal
-// dataset name.
-const (
-	lostDir = "_lost"
-	lossLog = "losses.jsonl"
-)
-
 // Lost is a range of acknowledged rows the cache could not keep in its tables. Every seq in
 // [FromSeq, ToSeq] of the partition may be missing (of any partition when damaged log bytes
 // hid which one: Dataset and Partition are then empty, and Rows is at most as many rows as
@@ -37,16 +29,16 @@ type Lost struct {
 	KeptAt     string    `json:"kept_at"`
 }
 
-// losses is the cache's record of them: the log on disk, and its total in memory for the
-// metric.
+// losses is the cache's record of them: the log on disk (layout.lost), and its total in
+// memory for the metric.
 type losses struct {
-	dir  string // <cache>/_lost
+	root layout
 	mu   sync.Mutex
 	rows int64
 }
 
 func openLosses(cacheDir string) (*losses, error) {
-	l := &losses{dir: filepath.Join(cacheDir, lostDir)}
+	l := &losses{root: layout(cacheDir)}
 	all, err := readLosses(cacheDir)
 	if err != nil {
 		return nil, err
@@ -71,7 +63,7 @@ func (l *losses) setAside(rows []setAside, now time.Time) ([]Lost, error) {
 	if len(rows) == 0 {
 		return nil, nil
 	}
-	if err := fsutil.MkdirAllSync(l.dir); err != nil {
+	if err := fsutil.MkdirAllSync(l.root.lost()); err != nil {
 		return nil, fmt.Errorf("losses: %w", err)
 	}
 	var out []Lost
@@ -90,7 +82,7 @@ func (l *losses) setAside(rows []setAside, now time.Time) ([]Lost, error) {
 			FromSeq: first.seq, ToSeq: last.seq, Rows: int64(len(group)),
 			Reason:     "unstorable row: " + first.err.Error(),
 			DetectedAt: now.UTC(),
-			KeptAt:     filepath.Join(l.dir, fmt.Sprintf("%s-seq%020d-%020d.ndjson", first.dataset, first.seq, last.seq)),
+			KeptAt:     l.root.lostRows(first.dataset, first.seq, last.seq),
 		}
 		var body bytes.Buffer
 		for _, r := range group {
@@ -109,11 +101,11 @@ func (l *losses) setAside(rows []setAside, now time.Time) ([]Lost, error) {
 // named after the segment) and returns the copy's path. The owner releases the segment only
 // after this, so the damaged bytes are never gone.
 func (l *losses) keepSegment(path string) (string, error) {
-	dst := filepath.Join(l.dir, "wal-"+filepath.Base(path)+".damaged")
+	dst := l.root.lostSegment(path)
 	if _, err := os.Stat(dst); err == nil {
 		return dst, nil
 	}
-	if err := fsutil.MkdirAllSync(l.dir); err != nil {
+	if err := fsutil.MkdirAllSync(l.root.lost()); err != nil {
 		return "", fmt.Errorf("losses: %w", err)
 	}
 	b, err := os.ReadFile(path)
@@ -134,7 +126,7 @@ func (l *losses) add(xs []Lost) ([]Lost, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	known, err := readLosses(filepath.Dir(l.dir))
+	known, err := readLosses(string(l.root))
 	if err != nil {
 		return nil, err
 	}
@@ -162,10 +154,10 @@ func (l *losses) add(xs []Lost) ([]Lost, error) {
 	if len(out) == 0 {
 		return nil, nil
 	}
-	if err := fsutil.MkdirAllSync(l.dir); err != nil {
+	if err := fsutil.MkdirAllSync(l.root.lost()); err != nil {
 		return nil, fmt.Errorf("losses: %w", err)
 	}
-	if err := appendSync(filepath.Join(l.dir, lossLog), buf.Bytes()); err != nil {
+	if err := appendSync(l.root.lossLog(), buf.Bytes()); err != nil {
 		return nil, fmt.Errorf("losses: %w", err)
 	}
 	for _, x := range out {
@@ -233,7 +225,7 @@ func appendSync(path string, b []byte) error {
 // short by a crash during its append is ignored: the segment it described was not
 // released, so the next flush records it again.
 func readLosses(cacheDir string) ([]Lost, error) {
-	f, err := os.Open(filepath.Join(cacheDir, lostDir, lossLog))
+	f, err := os.Open(layout(cacheDir).lossLog())
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}

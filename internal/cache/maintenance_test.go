@@ -82,7 +82,7 @@ func TestCrashWithUnflushedLogAndLostSeqFile(t *testing.T) {
 	c.Flush(ctx)
 	last := ingestN(t, c, "a", 5, 5)
 	crash(c)
-	if err := removeFile(dir, seqFile); err != nil {
+	if err := os.Remove(layout(dir).seqState()); err != nil {
 		t.Fatal(err)
 	}
 	c = openTest(t, dir)
@@ -122,7 +122,7 @@ func TestCompactionKeepsRowsAndSeqs(t *testing.T) {
 	ingestN(t, c, "a", 120, 5)
 	c.Flush(ctx)
 	assertIDs(t, c, "a", 125)
-	if genExists(c.tables.lookup("logs", "source=a").dir + "/" + res[0].From) {
+	if genExists(string(c.tables.lookup("logs", "source=a").dir.generation(res[0].From))) {
 		t.Fatal("old generation still on disk")
 	}
 	// Reopen sees the new generation.
@@ -164,7 +164,7 @@ func TestCompactionWaitsForReaders(t *testing.T) {
 				t.Fatal(err)
 			}
 			p := c.tables.lookup("logs", "source=a")
-			old := p.dir + "/" + res[0].From
+			old := string(p.dir.generation(res[0].From))
 			if !genExists(old) {
 				t.Fatal("generation removed while a reader held it")
 			}
@@ -254,7 +254,7 @@ func TestPruneHoldsForFloorAndReportsForcedGap(t *testing.T) {
 	// compaction is due, and it leaves only live files on disk.
 	p := c.tables.lookup("logs", "source=a")
 	dataDir := func() int {
-		ents, _ := os.ReadDir(filepath.Join(p.gen.dir, "data"))
+		ents, _ := os.ReadDir(tableDir(p.gen.dir).data())
 		return len(ents)
 	}
 	if dataDir() <= len(p.gen.files) {
@@ -347,7 +347,7 @@ func TestCompactionRewritesOnlySmallRuns(t *testing.T) {
 			}
 			linked++
 		}
-		if !strings.HasPrefix(f.Path, filepath.Join(p.dir, res[0].To)) {
+		if !strings.HasPrefix(f.Path, string(p.dir.generation(res[0].To))) {
 			t.Fatalf("file %s is outside the new generation %s", f.Path, res[0].To)
 		}
 	}
@@ -376,7 +376,7 @@ func TestCompactionRewritesOnlySmallRuns(t *testing.T) {
 	}
 	// The old generation is gone; the linked files live on in the new one, also after a
 	// reopen.
-	if genExists(filepath.Join(p.dir, res[0].From)) {
+	if genExists(string(p.dir.generation(res[0].From))) {
 		t.Fatal("old generation still on disk")
 	}
 	c.Close(ctx)

@@ -7,7 +7,6 @@ import (
 	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/jsonrow"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -435,7 +434,7 @@ func testUnstorableRow(t *testing.T, form byte, body []byte, wantKept string) {
 	if err != nil || string(kept) != wantKept {
 		t.Fatalf("kept %q, %v", kept, err)
 	}
-	if !strings.HasPrefix(lost[0].KeptAt, filepath.Join(dir, lostDir)) {
+	if !strings.HasPrefix(lost[0].KeptAt, layout(dir).lost()) {
 		t.Errorf("kept at %s, outside the cache", lost[0].KeptAt)
 	}
 	if c.LostRows() != 1 {

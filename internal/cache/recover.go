@@ -28,26 +28,26 @@ import (
 // a loss. A garbled newest metadata file is kept aside first (setAsideBadMetadata), so the
 // catalog loads the newest complete version.
 
-// keepDir is where the writer keeps the files of p it had to take out of a table.
-func (ts *tableSet) keepDir(p *Partition) (string, error) {
+// keptAt is where the writer keeps the file at path of p's generation gen when it has to
+// take it out of a table (layout.lostFile), and the directory that holds it.
+func (ts *tableSet) keptAt(p *Partition, gen, path string) (dst, dir string, err error) {
 	seg, err := partition.PathSegment(p.Name())
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	return filepath.Join(ts.dir, lostDir, "files", p.Dataset, seg), nil
+	l := layout(ts.dir)
+	return l.lostFile(p.Dataset, seg, gen, path), l.lostFiles(p.Dataset, seg), nil
 }
 
-// keep moves path into p's keep directory (under a name saying which generation it came
-// from) and returns where it is now.
+// keep moves path into p's keep directory (keptAt) and returns where it is now.
 func (ts *tableSet) keep(p *Partition, gen, path string) (string, error) {
-	dir, err := ts.keepDir(p)
+	dst, dir, err := ts.keptAt(p, gen, path)
 	if err != nil {
 		return "", err
 	}
 	if err := fsutil.MkdirAllSync(dir); err != nil {
 		return "", err
 	}
-	dst := filepath.Join(dir, gen+"-"+filepath.Base(path))
 	if err := os.Rename(path, dst); err != nil {
 		return "", err
 	}
@@ -62,7 +62,7 @@ func (ts *tableSet) keep(p *Partition, gen, path string) (string, error) {
 // version present, loads the newest complete one. It never removes the last version: a
 // table with no complete metadata at all is set aside whole by the caller.
 func (ts *tableSet) setAsideBadMetadata(p *Partition, gen string) error {
-	td := tableDir(filepath.Join(p.dir, gen))
+	td := p.dir.generation(gen)
 	vs, err := td.metadataVersions()
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -203,13 +203,13 @@ func (ts *tableSet) recordUnreadable(ctx context.Context, p *Partition, holds, f
 				p.Dataset, p.Name(), f.Path, reasons[i]))
 			continue
 		}
-		dir, err := ts.keepDir(p)
+		kept, _, err := ts.keptAt(p, g.name, f.Path)
 		if err != nil {
 			return err
 		}
 		x := Lost{Dataset: p.Dataset, Partition: p.Name(), FromSeq: b.MinSeq, ToSeq: b.MaxSeq, Rows: b.Rows,
 			Reason:     fmt.Sprintf("unreadable data file %s of a commit whose metadata file is missing: %v", f.Path, reasons[i]),
-			DetectedAt: time.Now().UTC(), KeptAt: filepath.Join(dir, g.name+"-"+filepath.Base(f.Path))}
+			DetectedAt: time.Now().UTC(), KeptAt: kept}
 		// The loss is durable before the file moves; a crash between the two finds the file
 		// again and records nothing twice (losses.add).
 		if err := ts.lost(x); err != nil {

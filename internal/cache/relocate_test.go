@@ -155,7 +155,7 @@ func TestLostCurrentPointerDeletesNothing(t *testing.T) {
 			if err := c.Close(ctx); err != nil {
 				t.Fatal(err)
 			}
-			p := filepath.Join(dir, "logs", "source=web", currentFile)
+			p := layout(dir).partition("logs", "source=web").current()
 			if err := tc.harm(p); err != nil {
 				t.Fatal(err)
 			}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
@@ -71,14 +70,14 @@ func (c *Cache) repairPartition(ctx context.Context, p *Partition, dryRun bool) 
 	if err != nil {
 		return nil, err
 	}
-	keep := filepath.Join(c.dir, lostDir, "files", p.Dataset, seg)
+	keep := layout(c.dir).lostFiles(p.Dataset, seg)
 	if err := fsutil.MkdirAllSync(keep); err != nil {
 		return nil, fmt.Errorf("repair: %w", err)
 	}
 	lost := make([]Lost, len(bad))
 	for i := range bad {
 		b := &bad[i]
-		dst := filepath.Join(keep, p.gen.name+"-"+filepath.Base(b.File))
+		dst := layout(c.dir).lostFile(p.Dataset, seg, p.gen.name, b.File)
 		switch err := os.Rename(b.File, dst); {
 		case err == nil:
 			b.KeptAt = dst

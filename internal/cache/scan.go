@@ -70,7 +70,7 @@ func (p *Partition) pin(since, until int64) (*pinned, error) {
 		return nil, err
 	}
 	v.schema, v.ids = sc, ids
-	lk, err := fsutil.SharedLock(readersLockPath(g.dir))
+	lk, err := fsutil.SharedLock(tableDir(g.dir).readersLock())
 	if err != nil {
 		return nil, err
 	}

@@ -123,7 +123,7 @@ func (c *Cache) View() (*View, error) { return c.tables.view() }
 // alone (the unflushed rows of a Listing): Release removes it, and so does a failed list.
 func PinView(dir, scratch string, list func() ([]TableView, error)) (*View, error) {
 	v := &View{scratch: scratch}
-	lk, err := fsutil.SharedLock(viewsLockPath(dir))
+	lk, err := fsutil.SharedLock(layout(dir).viewsLock())
 	if err != nil {
 		v.Release()
 		return nil, fmt.Errorf("pin the cache for a view: %w", err)

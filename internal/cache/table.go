@@ -116,17 +116,6 @@ func (m marks) props() iceberg.Properties {
 	}
 }
 
-func genName(n int) string { return fmt.Sprintf("gen-%08d", n) }
-
-func genNumber(name string) (int, bool) {
-	s, ok := strings.CutPrefix(name, "gen-")
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.Atoi(s)
-	return n, err == nil
-}
-
 func newCatalog(warehouse string) (*hadoop.Catalog, error) {
 	cat, err := hadoop.NewCatalog("hyp", fileURI(warehouse), iceberg.Properties{})
 	if err != nil {
@@ -153,7 +142,7 @@ func createGeneration(ctx context.Context, cat *hadoop.Catalog, warehouse string
 	}
 	name := genName(n)
 	ident := append(slices.Clone(ns), name)
-	dir := filepath.Join(append([]string{warehouse}, ident...)...)
+	dir := string(layout(warehouse).table(ident))
 	props := maps.Clone(tableProps)
 	maps.Copy(props, m.props())
 	if escaped {
@@ -176,8 +165,8 @@ func createGeneration(ctx context.Context, cat *hadoop.Catalog, warehouse string
 // reading (sweep).
 func loadGeneration(ctx context.Context, cat *hadoop.Catalog, warehouse string, ns table.Identifier, name string) (*generation, error) {
 	ident := append(slices.Clone(ns), name)
-	g := &generation{name: name, dir: filepath.Join(append([]string{warehouse}, ident...)...), ident: ident, cat: cat}
-	lk, err := fsutil.SharedLock(readersLockPath(g.dir))
+	g := &generation{name: name, dir: string(layout(warehouse).table(ident)), ident: ident, cat: cat}
+	lk, err := fsutil.SharedLock(tableDir(g.dir).readersLock())
 	if err != nil {
 		return nil, fmt.Errorf("load table %v: %w", ident, err)
 	}
@@ -417,21 +406,20 @@ func (g *generation) sweep(ctx context.Context) {
 	}
 	prev := g.prevLive
 	g.prevLive = live
-	mdir := tableDir(g.dir).metadata()
-	ents, err := os.ReadDir(mdir)
+	avro, err := tableDir(g.dir).metadataAvro()
 	if err != nil {
 		return
 	}
 	var candidates []string
-	for _, e := range ents {
-		if p := filepath.Join(mdir, e.Name()); !e.IsDir() && strings.HasSuffix(e.Name(), ".avro") && !live[p] && !prev[p] {
+	for _, p := range avro {
+		if !live[p] && !prev[p] {
 			candidates = append(candidates, p)
 		}
 	}
 	if len(candidates) == 0 {
 		return
 	}
-	lk, err := fsutil.TryLock(readersLockPath(g.dir))
+	lk, err := fsutil.TryLock(tableDir(g.dir).readersLock())
 	if err != nil {
 		return
 	}
@@ -605,14 +593,6 @@ func (g *generation) readSchema() (*arrow.Schema, []int, error) {
 	}
 	return arrow.NewSchema(fields, nil), ids, nil
 }
-
-// readersLock is the file readers share-lock while they read a generation's files; the
-// collector takes it exclusively before deleting a retired generation.
-func readersLockPath(genDir string) string { return filepath.Join(genDir, "readers.lock") }
-
-// viewsLockPath is the file a whole-cache view share-locks for as long as it is open: one
-// lock however many partitions it pins. Retiring any generation takes it exclusively too.
-func viewsLockPath(cacheDir string) string { return filepath.Join(cacheDir, "views.lock") }
 
 func genExists(genDir string) bool {
 	_, err := os.Stat(tableDir(genDir).metadata())

@@ -22,11 +22,6 @@ import (
 	"github.com/hyp-project/hyp/internal/partition"
 )
 
-const (
-	partitionFile = "partition.json"
-	currentFile   = "CURRENT"
-)
-
 type partitionRecord struct {
 	Dataset   string `json:"dataset"`
 	Partition string `json:"partition"`
@@ -66,7 +61,7 @@ func loadTablesBroken(ctx context.Context, dir string, gc bool, lost func(Lost) 
 			continue
 		}
 		ds := ts.dataset(de.Name())
-		pents, err := os.ReadDir(filepath.Join(dir, de.Name()))
+		pents, err := os.ReadDir(layout(dir).dataset(de.Name()))
 		if err != nil {
 			return nil, err
 		}
@@ -74,7 +69,7 @@ func loadTablesBroken(ctx context.Context, dir string, gc bool, lost func(Lost) 
 			if !pe.IsDir() {
 				continue
 			}
-			pdir := filepath.Join(dir, de.Name(), pe.Name())
+			pdir := layout(dir).partition(de.Name(), pe.Name())
 			p, err := ts.loadPartition(ctx, ds, pdir, gc)
 			if err != nil && gc && damaged(err) {
 				// One partition's unreadable table must not keep the cache, and every other
@@ -102,8 +97,8 @@ func loadTablesBroken(ctx context.Context, dir string, gc bool, lost func(Lost) 
 	return ts, nil
 }
 
-func (ts *tableSet) loadPartition(ctx context.Context, ds *dataset, pdir string, gc bool) (*Partition, error) {
-	b, err := os.ReadFile(filepath.Join(pdir, partitionFile))
+func (ts *tableSet) loadPartition(ctx context.Context, ds *dataset, pdir partitionDir, gc bool) (*Partition, error) {
+	b, err := os.ReadFile(pdir.record())
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil // not created far enough to hold data
 	}
@@ -112,10 +107,10 @@ func (ts *tableSet) loadPartition(ctx context.Context, ds *dataset, pdir string,
 	}
 	var rec partitionRecord
 	if err := json.Unmarshal(b, &rec); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(pdir, partitionFile), err)
+		return nil, fmt.Errorf("%s: %w", pdir.record(), err)
 	}
 	if _, _, err := partition.Parse(rec.Partition); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(pdir, partitionFile), err)
+		return nil, fmt.Errorf("%s: %w", pdir.record(), err)
 	}
 	p := &Partition{Dataset: ds.name, name: rec.Partition, dir: pdir}
 	if gc {
@@ -123,7 +118,7 @@ func (ts *tableSet) loadPartition(ctx context.Context, ds *dataset, pdir string,
 			return nil, err
 		}
 	}
-	cur, err := os.ReadFile(filepath.Join(pdir, currentFile))
+	cur, err := os.ReadFile(pdir.current())
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
@@ -132,7 +127,7 @@ func (ts *tableSet) loadPartition(ctx context.Context, ds *dataset, pdir string,
 	// it is missing, empty or names no generation, the partition takes the generation that
 	// holds the most (highest committed seq, then newest), and keeps every other one.
 	recovered := false
-	if _, ok := genNumber(curName); !ok || !genExists(filepath.Join(pdir, curName)) {
+	if _, ok := genNumber(curName); !ok || !genExists(string(pdir.generation(curName))) {
 		best, err := ts.bestGeneration(ctx, p)
 		if err != nil {
 			return nil, err
@@ -171,10 +166,10 @@ func (ts *tableSet) loadPartition(ctx context.Context, ds *dataset, pdir string,
 		}
 	}
 	if gc && !recovered {
-		ents, _ := os.ReadDir(pdir)
+		ents, _ := os.ReadDir(string(pdir))
 		for _, e := range ents {
 			if _, ok := genNumber(e.Name()); ok && e.IsDir() && e.Name() != curName {
-				p.retired = append(p.retired, &generation{name: e.Name(), dir: filepath.Join(pdir, e.Name())})
+				p.retired = append(p.retired, &generation{name: e.Name(), dir: string(pdir.generation(e.Name()))})
 			}
 		}
 		p.collect(ts.dir)
@@ -184,25 +179,25 @@ func (ts *tableSet) loadPartition(ctx context.Context, ds *dataset, pdir string,
 
 // partitionName is the name of the partition at pdir: from its record, or, when that
 // cannot be read, its directory's name.
-func partitionName(pdir string) string {
+func partitionName(pdir partitionDir) string {
 	var rec partitionRecord
-	if b, err := os.ReadFile(filepath.Join(pdir, partitionFile)); err == nil && json.Unmarshal(b, &rec) == nil && rec.Partition != "" {
+	if b, err := os.ReadFile(pdir.record()); err == nil && json.Unmarshal(b, &rec) == nil && rec.Partition != "" {
 		return rec.Partition
 	}
-	return filepath.Base(pdir)
+	return filepath.Base(string(pdir))
 }
 
 // bestGeneration names the generation of p holding the most: the highest committed seq,
 // then the highest number; "" when p has none that loads.
 func (ts *tableSet) bestGeneration(ctx context.Context, p *Partition) (string, error) {
-	ents, err := os.ReadDir(p.dir)
+	ents, err := os.ReadDir(string(p.dir))
 	if err != nil {
 		return "", err
 	}
 	best, bestSeq, bestN := "", int64(-1), -1
 	for _, e := range ents {
 		n, ok := genNumber(e.Name())
-		if !ok || !e.IsDir() || !genExists(filepath.Join(p.dir, e.Name())) {
+		if !ok || !e.IsDir() || !genExists(string(p.dir.generation(e.Name()))) {
 			continue
 		}
 		g, err := loadGeneration(ctx, ts.cat, ts.dir, ts.namespace(p), e.Name())
@@ -233,7 +228,7 @@ func validDataset(name string) bool {
 func ValidDataset(name string) bool { return validDataset(name) }
 
 func (ts *tableSet) namespace(p *Partition) table.Identifier {
-	return table.Identifier{p.Dataset, filepath.Base(p.dir)}
+	return table.Identifier{p.Dataset, filepath.Base(string(p.dir))}
 }
 
 func (ts *tableSet) dataset(name string) *dataset {
@@ -280,8 +275,8 @@ func (ts *tableSet) partition(ds *dataset, name string) (*Partition, error) {
 	if err != nil {
 		return nil, err
 	}
-	pdir := filepath.Join(ts.dir, ds.name, seg)
-	if err := fsutil.MkdirAllSync(pdir); err != nil {
+	pdir := layout(ts.dir).partition(ds.name, seg)
+	if err := fsutil.MkdirAllSync(string(pdir)); err != nil {
 		return nil, err
 	}
 	p = &Partition{Dataset: ds.name, name: name, dir: pdir}
@@ -293,7 +288,7 @@ func (ts *tableSet) partition(ds *dataset, name string) (*Partition, error) {
 // current.
 func (ts *tableSet) createFirstGeneration(ctx context.Context, p *Partition, cols []*colBuilder) (*generation, error) {
 	b, _ := json.Marshal(partitionRecord{Dataset: p.Dataset, Partition: p.name})
-	if err := fsutil.WriteFileAtomic(filepath.Join(p.dir, partitionFile), b, 0o600); err != nil {
+	if err := fsutil.WriteFileAtomic(p.dir.record(), b, 0o600); err != nil {
 		return nil, fmt.Errorf("partition %s/%s: %w", p.Dataset, p.name, err)
 	}
 	uc := make([]Column, len(cols))
@@ -316,8 +311,8 @@ func (ts *tableSet) newGeneration(ctx context.Context, p *Partition, n int, cols
 }
 
 // setCurrent is the atomic switch between generations.
-func setCurrent(pdir, name string) error {
-	return fsutil.WriteFileAtomic(filepath.Join(pdir, currentFile), []byte(name+"\n"), 0o600)
+func setCurrent(pdir partitionDir, name string) error {
+	return fsutil.WriteFileAtomic(pdir.current(), []byte(name+"\n"), 0o600)
 }
 
 // partitions returns every partition, sorted by dataset then name.
@@ -376,18 +371,18 @@ func (ts *tableSet) maxIngestedAt() int64 {
 func (p *Partition) collect(cacheDir string) {
 	kept := p.retired[:0]
 	for _, g := range p.retired {
-		lk, err := fsutil.TryLock(readersLockPath(g.dir))
+		lk, err := fsutil.TryLock(tableDir(g.dir).readersLock())
 		if err != nil {
 			kept = append(kept, g)
 			continue
 		}
-		vlk, err := fsutil.TryLock(viewsLockPath(cacheDir))
+		vlk, err := fsutil.TryLock(layout(cacheDir).viewsLock())
 		if err != nil {
 			lk.Unlock()
 			kept = append(kept, g)
 			continue
 		}
-		trash := filepath.Join(p.dir, ".trash-"+g.name)
+		trash := p.dir.trash(g.name)
 		rerr := os.Rename(g.dir, trash)
 		vlk.Unlock()
 		lk.Unlock()
@@ -399,12 +394,8 @@ func (p *Partition) collect(cacheDir string) {
 	}
 	p.retired = kept
 	// Leftovers of a crash during removal.
-	if ents, err := os.ReadDir(p.dir); err == nil {
-		for _, e := range ents {
-			if strings.HasPrefix(e.Name(), ".trash-") {
-				_ = os.RemoveAll(filepath.Join(p.dir, e.Name()))
-			}
-		}
+	for _, t := range p.dir.trashLeft() {
+		_ = os.RemoveAll(t)
 	}
 }
 
@@ -420,8 +411,8 @@ func damaged(err error) bool {
 // read, to <pdir>/.damaged-<generation>-<time> (kept, never deleted) and clears CURRENT.
 // The loss, recorded before anything moves, is the seq range its data files' own
 // statistics give, which may include rows an earlier retention had already deleted.
-func (ts *tableSet) setAsideGeneration(pdir, dataset string, cause error) error {
-	b, err := os.ReadFile(filepath.Join(pdir, partitionFile))
+func (ts *tableSet) setAsideGeneration(pdir partitionDir, dataset string, cause error) error {
+	b, err := os.ReadFile(pdir.record())
 	if err != nil {
 		return errors.Join(cause, err)
 	}
@@ -429,14 +420,14 @@ func (ts *tableSet) setAsideGeneration(pdir, dataset string, cause error) error 
 	if err := json.Unmarshal(b, &rec); err != nil {
 		return errors.Join(cause, err)
 	}
-	cur, err := os.ReadFile(filepath.Join(pdir, currentFile))
+	cur, err := os.ReadFile(pdir.current())
 	name := strings.TrimSpace(string(cur))
 	if _, ok := genNumber(name); err != nil || !ok {
 		return cause
 	}
-	gdir := filepath.Join(pdir, name)
+	gdir := pdir.generation(name)
 	x := Lost{Dataset: dataset, Partition: rec.Partition, Reason: "unreadable table: " + cause.Error(), DetectedAt: time.Now().UTC()}
-	files := tableDir(gdir).dataFiles()
+	files := gdir.dataFiles()
 	for _, f := range files {
 		fi, err := footerInfo(f)
 		if err != nil || fi.Rows == 0 {
@@ -447,17 +438,17 @@ func (ts *tableSet) setAsideGeneration(pdir, dataset string, cause error) error 
 		}
 		x.ToSeq, x.Rows = max(x.ToSeq, fi.MaxSeq), x.Rows+fi.Rows
 	}
-	x.KeptAt = filepath.Join(pdir, fmt.Sprintf(".damaged-%s-%d", name, time.Now().UnixNano()))
+	x.KeptAt = pdir.damaged(name, time.Now())
 	if err := ts.lost(x); err != nil {
 		return errors.Join(cause, err)
 	}
-	if err := os.Rename(gdir, x.KeptAt); err != nil {
+	if err := os.Rename(string(gdir), x.KeptAt); err != nil {
 		return errors.Join(cause, err)
 	}
-	if err := fsutil.SyncDir(pdir); err != nil {
+	if err := fsutil.SyncDir(string(pdir)); err != nil {
 		return err
 	}
-	return fsutil.WriteFileAtomic(filepath.Join(pdir, currentFile), nil, 0o600)
+	return fsutil.WriteFileAtomic(pdir.current(), nil, 0o600)
 }
 
 // footerInfo describes a data file from its own footer alone: its size, rows and the seq
@@ -502,14 +493,14 @@ func footerInfo(path string) (fi FileInfo, err error) {
 // first commit after a restart would fail until then). Only the writer calls it, under the
 // cache's lock: no other committer can own a claim. The commit a claim stood for never
 // completed, and the log still holds its rows.
-func clearClaims(pdir string) error {
-	gens, err := filepath.Glob(filepath.Join(pdir, "gen-*"))
+func clearClaims(pdir partitionDir) error {
+	gens, err := pdir.generationDirs()
 	if err != nil {
 		return err
 	}
 	var claims []string
 	for _, g := range gens {
-		claims = append(claims, tableDir(g).claims()...)
+		claims = append(claims, g.claims()...)
 	}
 	for _, c := range claims {
 		if err := os.Remove(c); err != nil && !errors.Is(err, os.ErrNotExist) {
