@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	iofs "io/fs"
 	"maps"
 	"slices"
 	"strconv"
@@ -227,6 +229,10 @@ func (l *Lake) CommitStaged(ctx context.Context, c StagedCommit) (Result, error)
 	if err := g.Wait(); err != nil {
 		return Result{}, err
 	}
+	files, replaced, err := mergeSmall(ctx, tbl, c.ID, files)
+	if err != nil {
+		return Result{}, fmt.Errorf("commit staged files to %s.%s: %w", l.ns[0], c.Dataset, err)
+	}
 	for _, df := range files {
 		res.Files++
 		res.Rows += df.Count()
@@ -241,6 +247,18 @@ func (l *Lake) CommitStaged(ctx context.Context, c StagedCommit) (Result, error)
 	if already {
 		return Result{Already: true}, err
 	}
+	if err != nil {
+		return res, err
+	}
 	res.Snapshot = snap
-	return res, err
+	res.Merged = len(replaced)
+	// The merged files hold the replaced ones' rows in the snapshot that just landed, so
+	// nothing will ever read these; one left by a failure here is an orphan the table's
+	// upkeep removes.
+	for _, p := range replaced {
+		if err := fsys.Remove(p); err != nil && !errors.Is(err, iofs.ErrNotExist) {
+			res.Leftover++
+		}
+	}
+	return res, nil
 }

@@ -1,0 +1,128 @@
+package lake
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+	"github.com/google/uuid"
+)
+
+// A cluster replica stages one file per table partition for each group of chunks it
+// stores, so a fleet of gateways forwarding small units stages many small files: hundreds
+// per million rows, each of which every Iceberg reader would open until maintenance
+// compacted them. The commit merges them first. Staged files under mergeBelow bytes of a
+// commit are read back and rewritten as few files (one per table partition while they
+// stay under the table's target file size), and only those are added to the snapshot;
+// larger staged files, which a busy replica writes, are added as they are, so a high rate
+// pays no rewrite.
+//
+// The merged files are named by the commit's id, so a commit retried after a crash writes
+// the same names over files no snapshot references yet (the landed check runs first), and
+// the staged files they replace are removed only after the snapshot holding the merge
+// landed. A crash between the two leaves them unreferenced: the orphan sweep of table
+// upkeep removes them.
+
+// mergeBelow is the size under which a staged file is merged at commit rather than added.
+const mergeBelow = 16 << 20
+
+// mergeSmall returns files with those of its staged files under mergeBelow replaced by
+// files merging their rows, and the paths of the files it replaced. Fewer than two small
+// files are left as they are.
+func mergeSmall(ctx context.Context, tbl *table.Table, commitID string, files []iceberg.DataFile) (out []iceberg.DataFile, replaced []string, err error) {
+	var small []iceberg.DataFile
+	for _, df := range files {
+		if df.FileSizeBytes() < mergeBelow {
+			small = append(small, df)
+		} else {
+			out = append(out, df)
+		}
+	}
+	if len(small) < 2 {
+		return files, nil, nil
+	}
+	var recs []arrow.RecordBatch
+	for _, df := range small {
+		r, err := readStaged(ctx, tbl, df.FilePath())
+		if err != nil {
+			releaseAll(recs)
+			return nil, nil, err
+		}
+		recs = append(recs, r...)
+		replaced = append(replaced, df.FilePath())
+	}
+	recs = unify(recs)
+	id := uuid.NewSHA1(uuid.NameSpaceURL, []byte("hyp-merge:"+commitID))
+	for run := 0; len(recs) > 0; run++ {
+		n := 1
+		for n < len(recs) && recs[n].Schema().Equal(recs[0].Schema()) {
+			n++
+		}
+		merged, err := writeRun(ctx, tbl, recs[:n], stageRunUUID(id, run))
+		recs = recs[n:]
+		if err != nil {
+			releaseAll(recs)
+			return nil, nil, fmt.Errorf("merge %d staged files: %w", len(small), err)
+		}
+		out = append(out, merged...)
+	}
+	return out, replaced, nil
+}
+
+// readStaged reads a staged file's rows as records of the table's columns: each column
+// under the table's name for its field id (the file has the Parquet names writeRun gave
+// it) with that field id attached, as project makes them, so unify and writeRun take them
+// as they take a stage's records.
+func readStaged(ctx context.Context, tbl *table.Table, path string) ([]arrow.RecordBatch, error) {
+	fsys, err := tbl.FS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	f, err := fsys.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open staged file %s: %w", path, err)
+	}
+	defer f.Close()
+	pf, err := file.NewParquetReader(f)
+	if err != nil {
+		return nil, fmt.Errorf("read staged file %s: %w", path, err)
+	}
+	defer pf.Close()
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: 64 << 10}, memory.DefaultAllocator)
+	if err != nil {
+		return nil, fmt.Errorf("read staged file %s: %w", path, err)
+	}
+	rr, err := fr.GetRecordReader(ctx, nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("read staged file %s: %w", path, err)
+	}
+	defer rr.Release()
+	fields := rr.Schema().Fields()
+	for i, fld := range fields {
+		id := fieldID(fld)
+		tf, ok := tbl.Schema().FindFieldByID(id)
+		if !ok {
+			return nil, fmt.Errorf("staged file %s: column %q has field id %d, which the table lacks", path, fld.Name, id)
+		}
+		fields[i] = arrow.Field{Name: tf.Name, Type: fld.Type, Nullable: true,
+			Metadata: arrow.NewMetadata([]string{table.ArrowParquetFieldIDKey}, []string{strconv.Itoa(id)})}
+	}
+	sc := arrow.NewSchema(fields, nil)
+	var out []arrow.RecordBatch
+	for rr.Next() {
+		r := rr.RecordBatch()
+		out = append(out, array.NewRecordBatch(sc, r.Columns(), r.NumRows()))
+	}
+	if err := rr.Err(); err != nil {
+		releaseAll(out)
+		return nil, fmt.Errorf("read staged file %s: %w", path, err)
+	}
+	return out, nil
+}
