@@ -26,12 +26,13 @@ SYSTEMD_DIR ?= /lib/systemd/system
 # Every build and test of hyp compiles against bin/mod/go.mod: go.mod plus replaces of the
 # modules in PATCHED_MODULES by copies patched with patches/NAME.patch, which keep their
 # heavy set-up out of every process start (iceberg-go's Substrait catalogue: 32 MB and
-# 0.1-0.4 s before main; arrow-go's compute registry: ~5 MiB of code paged in) and stop
+# 0.1-0.4 s before main, and its manifest schemas: 1.2 MB; arrow-go's compute registry: ~5 MiB
+# of code paged in, and arrow/flight's protobuf descriptors, which pqarrow no longer links) and stop
 # duckdb-go's Arrow views from leaking a schema per statement (sinks' transforms). A plain
 # `go build -tags=duckdb_arrow` still works, without the patches. A patch must apply exactly: after an upgrade of its
 # module, redo it or drop it. duckdb_arrow gives duckdb-go's Arrow interface, which sinks'
-# transforms (internal/transform) run on: without it hyp does not build. grpcnotrace keeps gRPC (linked only for types, by arrow-go and
-# gocloud) from importing x/net/trace, whose html/template makes the linker keep every
+# transforms (internal/transform) run on: without it hyp does not build. grpcnotrace keeps gRPC (linked only for types, by gocloud's
+# retry package) from importing x/net/trace, whose html/template makes the linker keep every
 # exported method of every type: 20 MB of the binary.
 PATCHED_MODULES := iceberg-go=github.com/apache/iceberg-go arrow-go=github.com/apache/arrow-go/v18 duckdb-go=github.com/duckdb/duckdb-go/v2
 BUILD_MOD := bin/mod/go.mod

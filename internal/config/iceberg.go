@@ -99,8 +99,8 @@ func validateIceberg(key string, s Sink) []problem {
 	default:
 		add(problemf(key+".catalog.type", "must be sql or hadoop, got %q", s.Catalog.Type))
 	}
-	if !DatasetName.MatchString(s.Namespace) {
-		add(problemf(key+".namespace", "bad namespace %q: want %s", s.Namespace, DatasetName))
+	if !DatasetName().MatchString(s.Namespace) {
+		add(problemf(key+".namespace", "bad namespace %q: want %s", s.Namespace, DatasetName()))
 	}
 	switch s.PartitionBy {
 	case "day", "hour", "none":

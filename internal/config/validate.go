@@ -130,8 +130,8 @@ func validate(c *Config) []problem {
 	nonNegative("cache.retention.max_age", r.MaxAge)
 	for _, ds := range slices.Sorted(maps.Keys(r.Datasets)) {
 		key := "cache.retention.datasets." + ds
-		if !DatasetName.MatchString(ds) {
-			add(problemf(key, "bad dataset name %q: want %s", ds, DatasetName))
+		if !DatasetName().MatchString(ds) {
+			add(problemf(key, "bad dataset name %q: want %s", ds, DatasetName()))
 		}
 		nonNegative(key, r.Datasets[ds])
 	}
@@ -165,8 +165,8 @@ func validateSink(name string, s Sink) []problem {
 		}
 	}
 
-	if !sinkName.MatchString(name) {
-		add(problemf(key, "bad sink name %q: want %s", name, sinkName))
+	if !sinkName().MatchString(name) {
+		add(problemf(key, "bad sink name %q: want %s", name, sinkName()))
 	}
 	switch s.Type {
 	case "blob":
@@ -225,8 +225,8 @@ func validateSink(name string, s Sink) []problem {
 	for i, ds := range s.Datasets {
 		k := fmt.Sprintf("%s.datasets[%d]", key, i)
 		switch {
-		case !DatasetName.MatchString(ds):
-			add(problemf(k, "bad dataset name %q: want %s", ds, DatasetName))
+		case !DatasetName().MatchString(ds):
+			add(problemf(k, "bad dataset name %q: want %s", ds, DatasetName()))
 		case seen[ds]:
 			add(problemf(k, "dataset %q listed twice", ds))
 		}
