@@ -183,6 +183,7 @@ fuzz: $(BUILD_MOD)
 	$(HYPGO) test -run '^$$' -fuzz '^FuzzDecodeLogs$$' -fuzztime $(FUZZTIME) ./internal/otlp
 	$(HYPGO) test -run '^$$' -fuzz '^FuzzDecodeMetrics$$' -fuzztime $(FUZZTIME) ./internal/otlp
 	$(HYPGO) test -run '^$$' -fuzz '^FuzzDecodeTraces$$' -fuzztime $(FUZZTIME) ./internal/otlp
+	$(HYPGO) test -run '^$$' -fuzz '^FuzzSplitProto$$' -fuzztime $(FUZZTIME) ./internal/otlp
 	$(HYPGO) test -run '^$$' -fuzz '^FuzzDifferentialLogs$$' -fuzztime $(FUZZTIME) ./internal/otlp
 	$(HYPGO) test -run '^$$' -fuzz '^FuzzDifferentialMetrics$$' -fuzztime $(FUZZTIME) ./internal/otlp
 	$(HYPGO) test -run '^$$' -fuzz '^FuzzDifferentialTraces$$' -fuzztime $(FUZZTIME) ./internal/otlp

@@ -95,6 +95,25 @@ func (m Meter) Charge(n int) error {
 	return nil
 }
 
+// Release gives back n of the bytes the request charged, memory it no longer holds (rows
+// a handler stored and let go) before the request ends.
+func (m Meter) Release(n int) {
+	if m.l == nil || n <= 0 {
+		return
+	}
+	n = int(min(int64(n), m.l.held))
+	m.l.held -= int64(n)
+	m.l.b.held.Add(-int64(n))
+}
+
+// Held is what the request holds of the budget now.
+func (m Meter) Held() int {
+	if m.l == nil {
+		return 0
+	}
+	return int(m.l.held)
+}
+
 // alone reports whether n more bytes would take the request past the whole budget by
 // itself: it can never fit, so waiting for others to finish would not help.
 func (l *lease) alone(n int) bool { return l.held+int64(n) > l.b.limit }

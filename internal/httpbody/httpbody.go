@@ -19,6 +19,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 // Error is a non-200 reply: Status and the JSON body {"error":Kind,"line":Line,
@@ -147,12 +149,26 @@ func (l Limits) decoded() (int64, *Error) {
 // budget is a 503 with Retry-After) and a body slower than the Pace is a 408; the buffer
 // never grows ahead of the bytes received, whatever Content-Length claims.
 func Read(r *http.Request, lim Limits) (*bytes.Buffer, *Error) {
+	buf, _, rerr := read(r, lim, false)
+	return buf, rerr
+}
+
+// ReadKeepingSent is Read that also keeps a compressed body as sent, in a second pooled
+// buffer (nil for a body sent uncompressed), charged like the first, so that a caller for
+// which the decompressed body is too large to take whole can decompress it again as a
+// stream (Reopen). When the decompressed body goes beyond the limits or the budget, sent
+// is still returned with the refusal.
+func ReadKeepingSent(r *http.Request, lim Limits) (body, sent *bytes.Buffer, rerr *Error) {
+	return read(r, lim, true)
+}
+
+func read(r *http.Request, lim Limits, keepSent bool) (*bytes.Buffer, *bytes.Buffer, *Error) {
 	cd, rerr := contentCoding(r.Header)
 	if rerr != nil {
-		return nil, rerr
+		return nil, nil, rerr
 	}
 	if r.ContentLength > lim.Sent {
-		return nil, lim.TooLarge
+		return nil, nil, lim.TooLarge
 	}
 	maxOut, outTooLarge := lim.decoded()
 	l, _ := r.Context().Value(leaseKey{}).(*lease)
@@ -164,23 +180,34 @@ func Read(r *http.Request, lim Limits) (*bytes.Buffer, *Error) {
 	}
 	buf := buffers.Get().(*bytes.Buffer)
 	raw := &limitedReader{r: r.Body, left: lim.Sent}
+	var src io.Reader = raw
+	var sent *bytes.Buffer
+	sentWhole := false
 	var err error
-	switch cd {
-	case gzipCoding:
-		err = gunzip(buf, raw, maxOut+1, keep)
-	case zstdCoding:
-		err = unzstd(r.Context(), buf, raw, maxOut+1, keep)
+	if keepSent && cd != identity {
+		sent = buffers.Get().(*bytes.Buffer)
+		_, err = sent.ReadFrom(keep(raw))
+		sentWhole = err == nil
+		src = bytes.NewReader(sent.Bytes())
+	}
+	switch {
+	case err != nil:
+	case cd == gzipCoding:
+		err = gunzip(buf, src, maxOut+1, keep)
+	case cd == zstdCoding:
+		err = unzstd(r.Context(), buf, src, maxOut+1, keep)
 	default:
-		_, err = buf.ReadFrom(keep(raw))
+		_, err = buf.ReadFrom(keep(src))
 	}
 	var waited *decoderWait
+	decodedTooBig := false // the body as sent was taken whole; only its decompressed form was not
 	switch {
 	case errors.Is(raw.err, errTooLarge):
 		rerr = lim.TooLarge
 	case int64(buf.Len()) > maxOut:
-		rerr = outTooLarge
+		rerr, decodedTooBig = outTooLarge, sentWhole
 	case errors.Is(err, errAloneOverBudget):
-		rerr = DecodedTooLarge(l.b.Limit())
+		rerr, decodedTooBig = DecodedTooLarge(l.b.Limit()), sentWhole
 	case errors.Is(err, errOverBudget):
 		rerr = budgetSpent(l.b)
 	case errors.Is(raw.err, errTooSlow):
@@ -194,9 +221,45 @@ func Read(r *http.Request, lim Limits) (*bytes.Buffer, *Error) {
 	}
 	if rerr != nil {
 		Release(buf)
-		return nil, rerr
+		if sent != nil && !decodedTooBig {
+			Release(sent)
+			sent = nil
+		}
+		if decodedTooBig && l != nil {
+			// The request keeps only the body as sent; what its decompressed form took
+			// goes back, for the caller to take it again in pieces.
+			Meter{l}.Release(int(l.held) - sent.Len())
+		}
+		return nil, sent, rerr
 	}
-	return buf, nil
+	return buf, sent, nil
+}
+
+// Reopen decompresses sent, a body ReadKeepingSent kept, as r's Content-Encoding says, as
+// a stream: nothing of the decompressed body is held beyond what the caller reads. The
+// caller bounds how much it reads (the limits of Read do not apply) and calls done when
+// finished.
+func Reopen(r *http.Request, sent []byte) (rd io.Reader, done func(), err error) {
+	cd, rerr := contentCoding(r.Header)
+	if rerr != nil {
+		return nil, nil, rerr
+	}
+	switch cd {
+	case gzipCoding:
+		zr, err := gzip.NewReader(bytes.NewReader(sent))
+		if err != nil {
+			return nil, nil, err
+		}
+		return zr, func() {}, nil
+	case zstdCoding:
+		d, err := zstd.NewReader(bytes.NewReader(sent), zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
+			zstd.WithDecoderMaxWindow(zstdMaxWindow))
+		if err != nil {
+			return nil, nil, err
+		}
+		return d, d.Close, nil
+	}
+	return bytes.NewReader(sent), func() {}, nil
 }
 
 // gunzip decompresses src into dst, stopping after limit bytes of output; keep wraps the

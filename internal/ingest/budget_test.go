@@ -160,3 +160,75 @@ func TestCompressedBodyDecodesWithinBudget(t *testing.T) {
 	}
 	checkError(t, post(h, "/v1/ingest/app", bytes.Repeat([]byte("{}\n"), maxBody/3+1)), http.StatusRequestEntityTooLarge, "body_too_large")
 }
+
+// TestLargeRequestTakenInPieces: a gzip OTLP/protobuf request whose rows are more than the
+// listener's whole budget is taken one resource at a time and stored in several appends,
+// every row once; one resource over the budget is still a 413, and a request with a bad
+// resource at its end is a 400 with nothing stored (the first pass checks it whole).
+func TestLargeRequestTakenInPieces(t *testing.T) {
+	const budgetBytes = 1 << 20
+	budget, err := httpbody.NewBudget(budgetBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := newTestHandler(t, 64<<10, func(o *Options) { o.Budget = budget })
+	h, err := httpbody.Guard(th, budget, httpbody.Pace{Grace: time.Minute, MinRate: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := func(resources, records, bodyBytes int) []byte {
+		ld := plog.NewLogs()
+		for r := range resources {
+			rl := ld.ResourceLogs().AppendEmpty()
+			rl.Resource().Attributes().PutStr("service.name", "svc")
+			lrs := rl.ScopeLogs().AppendEmpty().LogRecords()
+			for i := range records {
+				lrs.AppendEmpty().Body().SetStr(strings.Repeat(string(rune('a'+(r+i)%26)), bodyBytes))
+			}
+		}
+		b, err := plogotlp.NewExportRequestFromLogs(ld).MarshalProto()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	gzPost := func(body []byte) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/v1/logs", bytes.NewReader(gzipped(t, body)))
+		req.Header.Set("Content-Type", "application/x-protobuf")
+		req.Header.Set("Content-Encoding", "gzip")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	// 20 resources of 40 records of 4 KB: 3.2 MB of rows, three times the budget.
+	if rec := gzPost(logs(20, 40, 4000)); rec.Code != http.StatusOK {
+		t.Fatalf("a request three times the budget: %d %s, want 200", rec.Code, rec.Body)
+	}
+	calls := th.store.recorded()
+	rows := 0
+	for _, c := range calls {
+		rows += len(c.rows)
+	}
+	if rows != 800 || len(calls) < 3 {
+		t.Fatalf("%d rows in %d store calls, want 800 in several", rows, len(calls))
+	}
+	if budget.Held() != 0 {
+		t.Errorf("the budget holds %d bytes after the request", budget.Held())
+	}
+	metrics := th.do(http.MethodGet, "/metrics", "", "", nil).Body.String()
+	if !strings.Contains(metrics, "hyp_ingest_otlp_pieced_requests_total 1") {
+		t.Errorf("/metrics lacks the pieced request")
+	}
+
+	// One resource larger than the whole budget cannot be split further.
+	checkError(t, gzPost(logs(1, 400, 4000)), http.StatusRequestEntityTooLarge, "decoded_too_large")
+	// A cut request: the first pass refuses it before anything is stored.
+	cut := logs(20, 40, 4000)
+	checkError(t, gzPost(cut[:len(cut)-10]), http.StatusBadRequest, "bad_otlp")
+	if n := len(th.store.recorded()); n != len(calls) {
+		t.Fatalf("refused requests reached the store: %d calls, want %d", n, len(calls))
+	}
+	if budget.Held() != 0 {
+		t.Errorf("the budget holds %d bytes after the refusals", budget.Held())
+	}
+}

@@ -13,6 +13,7 @@
 package ingest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -253,19 +254,29 @@ func (h *handler) otlpExport(w http.ResponseWriter, r *http.Request, ep endpoint
 	if r.Method != http.MethodPost {
 		return h.rejectOTLP(w, r, dataset, methodNotAllowed(w, http.MethodPost))
 	}
-	buf, rerr := httpbody.Read(r, h.limits)
+	contentType := r.Header.Get("Content-Type")
+	// A compressed protobuf body is kept as sent, so that one too large to take whole once
+	// decompressed can be taken in pieces (pieces.go).
+	mediaType, _, _ := mime.ParseMediaType(contentType)
+	pieceable := mediaType == protobufType && h.limits.Decoded > 0
+	var buf, sent *bytes.Buffer
+	var rerr *httpbody.Error
+	if pieceable {
+		buf, sent, rerr = httpbody.ReadKeepingSent(r, h.limits)
+	} else {
+		buf, rerr = httpbody.Read(r, h.limits)
+	}
+	if sent != nil {
+		defer httpbody.Release(sent)
+	}
 	if rerr != nil {
+		if sent != nil && rerr.Kind == "decoded_too_large" {
+			return h.otlpInPieces(w, r, route, sent.Bytes())
+		}
 		return h.rejectOTLP(w, r, dataset, rerr)
 	}
-	contentType := r.Header.Get("Content-Type")
-	batch, _ := h.batches.Get().(*otlp.Batch)
-	if batch == nil {
-		batch = new(otlp.Batch)
-	}
-	defer func() {
-		batch.Reset()
-		h.batches.Put(batch)
-	}()
+	batch := h.batch()
+	defer h.putBatch(batch)
 	// The decoded model and the rows are charged to the listener's budget as they are
 	// allocated: a small body can decode into rows many times its size (SPEC 4).
 	err := batch.DecodeMetered(route.signal, contentType, buf.Bytes(), httpbody.MeterOf(r))
@@ -273,6 +284,14 @@ func (h *handler) otlpExport(w http.ResponseWriter, r *http.Request, ep endpoint
 	httpbody.Release(buf)
 	var refused *httpbody.Error
 	if errors.As(err, &refused) {
+		if sent != nil && refused.Kind == "decoded_too_large" {
+			// The request keeps only the body as sent: its decompressed form and rows
+			// are gone, and what they took goes back to the budget.
+			batch.Reset()
+			m := httpbody.MeterOf(r)
+			m.Release(m.Held() - sent.Len())
+			return h.otlpInPieces(w, r, route, sent.Bytes())
+		}
 		return h.rejectOTLP(w, r, dataset, refused)
 	}
 	if errors.Is(err, otlp.ErrUnsupportedMediaType) {
@@ -285,7 +304,38 @@ func (h *handler) otlpExport(w http.ResponseWriter, r *http.Request, ep endpoint
 	if err != nil {
 		return h.rejectOTLP(w, r, dataset, h.storeError(dataset, err))
 	}
-	h.metrics.rows.WithLabelValues(dataset).Add(float64(res.Accepted))
+	return h.otlpOK(w, route, contentType, res.Accepted)
+}
+
+// otlpInPieces takes a request too large to take whole in pieces (pieces.go) and answers it.
+func (h *handler) otlpInPieces(w http.ResponseWriter, r *http.Request, route *otlpRoute, sent []byte) int {
+	dataset := string(route.signal)
+	h.metrics.pieced.Inc()
+	accepted, rerr := h.otlpPieces(r, route.signal, sent)
+	if rerr != nil {
+		// What was stored before the failure is stored (pieces.go).
+		h.metrics.rows.WithLabelValues(dataset).Add(float64(accepted))
+		return h.rejectOTLP(w, r, dataset, rerr)
+	}
+	return h.otlpOK(w, route, r.Header.Get("Content-Type"), accepted)
+}
+
+// batch is a decoded-request Batch from the handler's pool; putBatch hands it back.
+func (h *handler) batch() *otlp.Batch {
+	if b, _ := h.batches.Get().(*otlp.Batch); b != nil {
+		return b
+	}
+	return new(otlp.Batch)
+}
+
+func (h *handler) putBatch(b *otlp.Batch) {
+	b.Reset()
+	h.batches.Put(b)
+}
+
+// otlpOK answers a stored OTLP request, counting accepted rows.
+func (h *handler) otlpOK(w http.ResponseWriter, route *otlpRoute, contentType string, accepted int) int {
+	h.metrics.rows.WithLabelValues(string(route.signal)).Add(float64(accepted))
 
 	// Decode accepted the content type, so it parses and is one of the two OTLP encodings;
 	// the reply must use the same one.

@@ -14,6 +14,8 @@ type metrics struct {
 	rows     *prometheus.CounterVec
 	rejected *prometheus.CounterVec
 	requests *prometheus.CounterVec
+	// pieced counts the OTLP requests too large to take whole, taken in pieces (pieces.go).
+	pieced prometheus.Counter
 	// unavailable counts the requests the store could not take (disk_full, io_error); the
 	// budget's refusals (memory) are read from it at scrape time.
 	unavailable *unavailableCollector
@@ -38,6 +40,10 @@ func newMetrics(reg prometheus.Registerer, budget *httpbody.Budget) (*metrics, e
 			Name: "hyp_ingest_requests_total",
 			Help: "Requests served by the ingest listener, by endpoint and status code.",
 		}, []string{"endpoint", "code"}),
+		pieced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hyp_ingest_otlp_pieced_requests_total",
+			Help: "Compressed OTLP/protobuf requests too large to take whole once decompressed, taken one resource at a time (stored in several appends, so not atomic).",
+		}),
 	}
 	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "hyp_ingest_request_duration_seconds",
@@ -50,7 +56,7 @@ func newMetrics(reg prometheus.Registerer, budget *httpbody.Budget) (*metrics, e
 		m.duration[ep] = duration.WithLabelValues(name)
 	}
 	m.unavailable = &unavailableCollector{budget: budget}
-	collectors := []prometheus.Collector{m.rows, m.rejected, m.requests, duration, m.unavailable}
+	collectors := []prometheus.Collector{m.rows, m.rejected, m.requests, m.pieced, duration, m.unavailable}
 	if budget != nil {
 		collectors = append(collectors, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "hyp_ingest_body_bytes_held",
