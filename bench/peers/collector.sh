@@ -39,11 +39,16 @@ wait_up http://127.0.0.1:18600/healthz; wait_up http://127.0.0.1:4318/ || true; 
 sent=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ok_records"])' "$OUT/load.json")
 count() { "$HYP" query sql "select count(*) as n from logs" --home "$OUT/home" --format json 2>/dev/null |
   python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["n"])' 2>/dev/null || echo 0; }
-prev=-1; n=0
-for _ in $(seq 1 100); do # until the count stops moving (the collector retries 503s with backoff)
-  sleep 3; n=$(count); [ "$n" = "$prev" ] && break; prev=$n
+prev=-1; n=0; still=0
+for _ in $(seq 1 200); do # until all are in, or the count stops moving for 30 s (the collector
+  # retries 503s with a backoff of up to 30 s)
+  sleep 3; n=$(count); [ "$n" = "$sent" ] && break
+  if [ "$n" = "$prev" ]; then still=$((still+1)); [ $still -ge 10 ] && break; else still=0; fi; prev=$n
 done
-echo "max_body_bytes=${MAX_BODY:-16777216} body=${BODY:-150}B records/request=${RECORDS:-1000} accepted_by_collector=$sent stored_by_hyp=$n" \
+# Each record's body holds its id: a record stored twice shows as fewer distinct bodies.
+distinct=$("$HYP" query sql "select count(distinct body) as n from logs" --home "$OUT/home" --format json 2>/dev/null |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["n"])' 2>/dev/null || echo 0)
+echo "max_body_bytes=${MAX_BODY:-16777216} body=${BODY:-150}B records/request=${RECORDS:-1000} accepted_by_collector=$sent stored_by_hyp=$n distinct_stored=$distinct" \
   "collector_drop_lines=$(grep -ci 'dropping data\|permanent' "$OUT/otel.log")" \
   "hyp_503=$(grep -c 'Code 503' "$OUT/otel.log") hyp_413=$(grep -c 'Code 413' "$OUT/otel.log")" \
   "hyp_peak=$(awk '/VmHWM/{print int($2/1024) "MiB"}' /proc/$hp/status)" \

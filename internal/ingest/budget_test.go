@@ -2,6 +2,9 @@ package ingest
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -230,5 +233,41 @@ func TestLargeRequestTakenInPieces(t *testing.T) {
 	}
 	if budget.Held() != 0 {
 		t.Errorf("the budget holds %d bytes after the refusals", budget.Held())
+	}
+}
+
+// TestAdmittedWaitsOnceStored: a piece the budget refuses (503) waits for it, after the
+// request's held rows are stored, once part of the request is stored; before that, and for
+// any other refusal, the error is the request's.
+func TestAdmittedWaitsOnceStored(t *testing.T) {
+	spent := fmt.Errorf("otlp: decoding: %w", &httpbody.Error{Status: http.StatusServiceUnavailable, Kind: "unavailable"})
+	bad := errors.New("bad_otlp")
+	for _, tc := range []struct {
+		name       string
+		stored     bool
+		errs       []error // decode's results, in turn
+		wantErr    error
+		wantStores int
+	}{
+		{"refused twice once part is stored", true, []error{spent, spent, nil}, nil, 2},
+		{"refused before anything is stored", false, []error{spent, nil}, spent, 0},
+		{"another error once part is stored", true, []error{bad}, bad, 0},
+		{"admitted at once", true, []error{nil}, nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls, stores := 0, 0
+			err := admitted(context.Background(), func() bool { return tc.stored }, func() error {
+				calls++
+				return tc.errs[calls-1]
+			}, func() error { stores++; return nil })
+			if !errors.Is(err, tc.wantErr) || stores != tc.wantStores {
+				t.Fatalf("err %v after %d stores, want %v after %d", err, stores, tc.wantErr, tc.wantStores)
+			}
+		})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := admitted(ctx, func() bool { return true }, func() error { return spent }, func() error { return nil }); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a request that ended while waiting: %v", err)
 	}
 }

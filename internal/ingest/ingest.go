@@ -108,13 +108,13 @@ type otlpRoute struct {
 }
 
 type handler struct {
-	store    Store
-	limits   httpbody.Limits // shared by every request; never modified
-	ready    func() error
-	log      *slog.Logger
-	scrape   http.Handler // nil when there is no Gatherer
-	otlp     [numEndpoints]otlpRoute
-	metrics  *metrics
+	store   Store
+	limits  httpbody.Limits // shared by every request; never modified
+	ready   func() error
+	log     *slog.Logger
+	scrape  http.Handler // nil when there is no Gatherer
+	otlp    [numEndpoints]otlpRoute
+	metrics *metrics
 	// batches keeps decoded OTLP requests' row memory (*otlp.Batch) between requests.
 	batches sync.Pool
 }
@@ -287,7 +287,7 @@ func (h *handler) otlpExport(w http.ResponseWriter, r *http.Request, ep endpoint
 		if sent != nil && refused.Kind == "decoded_too_large" {
 			// The request keeps only the body as sent: its decompressed form and rows
 			// are gone, and what they took goes back to the budget.
-			batch.Reset()
+			*batch = otlp.Batch{} // its chunks would be charged again in full when reused
 			m := httpbody.MeterOf(r)
 			m.Release(m.Held() - sent.Len())
 			return h.otlpInPieces(w, r, route, sent.Bytes())

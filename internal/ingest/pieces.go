@@ -2,10 +2,12 @@ package ingest
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/hyp-project/hyp/internal/httpbody"
 	"github.com/hyp-project/hyp/internal/otlp"
@@ -21,12 +23,21 @@ import (
 // memory then given back to it, so the request holds at most about that much beside one
 // resource.
 //
-// What this gives up is the request's atomicity: a request stored in several appends that
-// fails after some of them (the disk full, the log failed) is answered with the failure, as
-// any other, but the rows already stored stay, and the sender's retry stores them again.
-// OTLP senders deliver at least once anyway; a request that fits the budget is still stored
-// in one append, all or nothing.
+// What this gives up is the request's atomicity. A first pass decodes the whole request
+// and stores nothing, so a request that is not well formed is refused whole, as ever; once
+// part is stored, a piece the budget refuses waits for it rather than fail the request. But
+// a request whose store fails after some of its appends (the disk full, the log failed) is
+// answered with the failure, as any other, the rows already stored stay, and the sender's
+// retry stores them again. A request that fits the budget is still stored in one append,
+// all or nothing.
 
+// A piece the budget refuses once part of its request is stored waits for the budget,
+// from piecesWaitFirst doubling up to piecesWaitMax between tries, for as long as the
+// request lasts.
+const (
+	piecesWaitFirst = 10 * time.Millisecond
+	piecesWaitMax   = 500 * time.Millisecond
+)
 
 // maxPiecesBytes bounds a request taken in pieces, decompressed: what a 16 MiB gzip body
 // of ordinary records decompresses to, far beyond any batch a sender makes, while a
@@ -68,8 +79,10 @@ func (c *countingMeter) release() {
 func (h *handler) otlpPieces(r *http.Request, sig otlp.Signal, sent []byte) (int, *httpbody.Error) {
 	dataset := string(sig)
 	meter := &countingMeter{m: httpbody.MeterOf(r)}
-	scratch := h.batch()
-	defer h.putBatch(scratch)
+	// Batches here are new, not the handler's pooled ones: a pooled Batch keeps chunks of
+	// up to 4 MiB, each charged in full whenever it is used, which would charge every
+	// small piece as much; these go to the collector with the request.
+	scratch := new(otlp.Batch)
 	err := h.eachPiece(r, sent, meter, func(req []byte) error {
 		defer meter.release()
 		defer scratch.Reset()
@@ -84,13 +97,10 @@ func (h *handler) otlpPieces(r *http.Request, sig otlp.Signal, sent []byte) (int
 		groups   []rowform.RowGroup
 		accepted int
 	)
-	putBack := func() {
-		for _, b := range batches {
-			h.putBatch(b)
-		}
+	drop := func() {
+		clear(batches)
 		batches, groups = batches[:0], groups[:0]
 	}
-	defer putBack()
 	var storeErr error
 	store := func() error {
 		if len(groups) == 0 {
@@ -102,14 +112,18 @@ func (h *handler) otlpPieces(r *http.Request, sig otlp.Signal, sent []byte) (int
 			return err
 		}
 		accepted += res.Accepted
-		putBack()
+		drop()
 		meter.release()
 		return nil
 	}
 	err = h.eachPiece(r, sent, meter, func(req []byte) error {
-		b := h.batch()
-		batches = append(batches, b)
-		if err := b.DecodeMetered(sig, protobufType, req, meter); err != nil {
+		var b *otlp.Batch
+		err := admitted(r.Context(), func() bool { return accepted+len(groups) > 0 }, func() error {
+			b = new(otlp.Batch)
+			batches = append(batches, b)
+			return b.DecodeMetered(sig, protobufType, req, meter)
+		}, store)
+		if err != nil {
 			return err
 		}
 		groups = append(groups, b.Groups...)
@@ -125,6 +139,29 @@ func (h *handler) otlpPieces(r *http.Request, sig otlp.Signal, sent []byte) (int
 		return accepted, h.piecesError(dataset, err, storeErr)
 	}
 	return accepted, nil
+}
+
+// admitted runs decode, a piece's, and while the budget refuses it (503: other requests
+// hold it) once part of the request is stored, stores what the request holds (storeHeld)
+// and runs it again after a wait, for as long as ctx lasts: refusing the request then would
+// have the sender's retry store that part again. Before anything is stored, or for any other
+// error, it returns decode's error.
+func admitted(ctx context.Context, partStored func() bool, decode, storeHeld func() error) error {
+	for wait := piecesWaitFirst; ; wait = min(2*wait, piecesWaitMax) {
+		err := decode()
+		var refused *httpbody.Error
+		if !errors.As(err, &refused) || refused.Status != http.StatusServiceUnavailable || !partStored() {
+			return err
+		}
+		if err := storeHeld(); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
 }
 
 // eachPiece calls fn with each resource of the compressed protobuf request sent, framed as
@@ -154,6 +191,8 @@ func (h *handler) piecesError(dataset string, err, storeErr error) *httpbody.Err
 		return refused
 	case errors.Is(err, otlp.ErrPieceTooLarge):
 		return httpbody.DecodedTooLarge(h.limits.Decoded)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return &httpbody.Error{Status: http.StatusServiceUnavailable, Kind: "unavailable", RetryAfter: 1, Msg: "the request ended while it waited for memory: " + err.Error()}
 	}
 	return &httpbody.Error{Status: http.StatusBadRequest, Kind: "bad_otlp", Msg: err.Error()}
 }
