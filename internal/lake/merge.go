@@ -58,21 +58,11 @@ func mergeSmall(ctx context.Context, tbl *table.Table, commitID string, files []
 		recs = append(recs, r...)
 		replaced = append(replaced, df.FilePath())
 	}
-	recs = unify(recs)
-	id := uuid.NewSHA1(uuid.NameSpaceURL, []byte("hyp-merge:"+commitID))
-	for run := 0; len(recs) > 0; run++ {
-		n := 1
-		for n < len(recs) && recs[n].Schema().Equal(recs[0].Schema()) {
-			n++
-		}
-		merged, err := writeRun(ctx, tbl, recs[:n], stageRunUUID(id, run))
-		recs = recs[n:]
-		if err != nil {
-			releaseAll(recs)
-			return nil, nil, fmt.Errorf("merge %d staged files: %w", len(small), err)
-		}
-		out = append(out, merged...)
+	merged, err := writeUnified(ctx, tbl, unify(recs), uuid.NewSHA1(uuid.NameSpaceURL, []byte("hyp-merge:"+commitID)))
+	if err != nil {
+		return nil, nil, fmt.Errorf("merge %d staged files: %w", len(small), err)
 	}
+	out = append(out, merged...)
 	return out, replaced, nil
 }
 

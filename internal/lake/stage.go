@@ -61,8 +61,21 @@ func (l *Lake) Stage(ctx context.Context, dataset string, batches []Batch, id uu
 		}
 		recs = append(recs, r...)
 	}
-	recs = unify(recs)
-	var out []StagedFile
+	files, err := writeUnified(ctx, tbl, unify(recs), id)
+	if err != nil {
+		return nil, fmt.Errorf("stage %d batches in %s: %w", len(batches), tbl.Location(), err)
+	}
+	out := make([]StagedFile, len(files))
+	for i, f := range files {
+		out[i] = StagedFile{Path: f.FilePath(), Rows: f.Count(), Bytes: f.FileSizeBytes()}
+	}
+	return out, nil
+}
+
+// writeUnified writes records unify ordered, a run of one schema at a time, the files of
+// run i named by stageRunUUID(id, i). It releases the records.
+func writeUnified(ctx context.Context, tbl *table.Table, recs []arrow.RecordBatch, id uuid.UUID) ([]iceberg.DataFile, error) {
+	var out []iceberg.DataFile
 	for run := 0; len(recs) > 0; run++ {
 		n := 1
 		for n < len(recs) && recs[n].Schema().Equal(recs[0].Schema()) {
@@ -72,11 +85,9 @@ func (l *Lake) Stage(ctx context.Context, dataset string, batches []Batch, id uu
 		recs = recs[n:]
 		if err != nil {
 			releaseAll(recs)
-			return nil, fmt.Errorf("stage %d batches in %s: %w", len(batches), tbl.Location(), err)
+			return nil, err
 		}
-		for _, f := range files {
-			out = append(out, StagedFile{Path: f.FilePath(), Rows: f.Count(), Bytes: f.FileSizeBytes()})
-		}
+		out = append(out, files...)
 	}
 	return out, nil
 }
