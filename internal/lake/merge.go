@@ -19,10 +19,10 @@ import (
 // stores, so a fleet of gateways forwarding small units stages many small files: hundreds
 // per million rows, each of which every Iceberg reader would open until maintenance
 // compacted them. The commit merges them first. Staged files under mergeBelow bytes of a
-// commit are read back and rewritten as few files (one per table partition while they
-// stay under the table's target file size), and only those are added to the snapshot;
-// larger staged files, which a busy replica writes, are added as they are, so a high rate
-// pays no rewrite.
+// commit are read back, up to mergeGroupBytes of them at a time, and rewritten as one file
+// per table partition and group, and only those are added to the snapshot; larger staged
+// files, which a busy replica writes, are added as they are, so a high rate pays no
+// rewrite.
 //
 // The merged files are named by the commit's id, so a commit retried after a crash writes
 // the same names over files no snapshot references yet (the landed check runs first), and
@@ -31,38 +31,55 @@ import (
 // upkeep removes them.
 
 // mergeBelow is the size under which a staged file is merged at commit rather than added.
-const mergeBelow = 16 << 20
+const mergeBelow = 4 << 20
+
+// mergeGroupBytes bounds the staged files read into one merge, by their size: the merge
+// holds their rows in memory at once, and a commit after a backlog has up to
+// maxCommitStages stages.
+const mergeGroupBytes = 16 << 20
 
 // mergeSmall returns files with those of its staged files under mergeBelow replaced by
-// files merging their rows, and the paths of the files it replaced. Fewer than two small
-// files are left as they are.
+// files merging their rows, group by group of at most mergeGroupBytes, and the paths of
+// the files it replaced. A group of one file is left as it is.
 func mergeSmall(ctx context.Context, tbl *table.Table, commitID string, files []iceberg.DataFile) (out []iceberg.DataFile, replaced []string, err error) {
-	var small []iceberg.DataFile
+	var groups [][]iceberg.DataFile
+	size := int64(0)
 	for _, df := range files {
-		if df.FileSizeBytes() < mergeBelow {
-			small = append(small, df)
-		} else {
+		switch {
+		case df.FileSizeBytes() >= mergeBelow:
 			out = append(out, df)
+			continue
+		case len(groups) == 0 || size+df.FileSizeBytes() > mergeGroupBytes:
+			groups = append(groups, nil)
+			size = 0
 		}
+		groups[len(groups)-1] = append(groups[len(groups)-1], df)
+		size += df.FileSizeBytes()
 	}
-	if len(small) < 2 {
-		return files, nil, nil
-	}
-	var recs []arrow.RecordBatch
-	for _, df := range small {
-		r, err := readStaged(ctx, tbl, df.FilePath())
+	for g, small := range groups {
+		if len(small) < 2 {
+			out = append(out, small...)
+			continue
+		}
+		var recs []arrow.RecordBatch
+		for _, df := range small {
+			r, err := readStaged(ctx, tbl, df.FilePath())
+			if err != nil {
+				releaseAll(recs)
+				return nil, nil, err
+			}
+			recs = append(recs, r...)
+		}
+		id := uuid.NewSHA1(uuid.NameSpaceURL, []byte("hyp-merge:"+commitID+":"+strconv.Itoa(g)))
+		merged, err := writeUnified(ctx, tbl, unify(recs), id)
 		if err != nil {
-			releaseAll(recs)
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("merge %d staged files: %w", len(small), err)
 		}
-		recs = append(recs, r...)
-		replaced = append(replaced, df.FilePath())
+		out = append(out, merged...)
+		for _, df := range small {
+			replaced = append(replaced, df.FilePath())
+		}
 	}
-	merged, err := writeUnified(ctx, tbl, unify(recs), uuid.NewSHA1(uuid.NameSpaceURL, []byte("hyp-merge:"+commitID)))
-	if err != nil {
-		return nil, nil, fmt.Errorf("merge %d staged files: %w", len(small), err)
-	}
-	out = append(out, merged...)
 	return out, replaced, nil
 }
 
