@@ -18,8 +18,8 @@ import (
 // A cluster replica stages one file per table partition for each group of chunks it
 // stores, so a fleet of gateways forwarding small units stages many small files: hundreds
 // per million rows, each of which every Iceberg reader would open until maintenance
-// compacted them. The commit merges them first. Staged files under mergeBelow bytes of a
-// commit are read back, up to mergeGroupBytes of them at a time, and rewritten as one file
+// compacted them. The commit merges them first. Staged files of fewer than mergeBelowRows
+// rows are read back, up to mergeGroupBytes of them at a time, and rewritten as one file
 // per table partition and group, and only those are added to the snapshot; larger staged
 // files, which a busy replica writes, are added as they are, so a high rate pays no
 // rewrite.
@@ -30,15 +30,19 @@ import (
 // landed. A crash between the two leaves them unreferenced: the orphan sweep of table
 // upkeep removes them.
 
-// mergeBelow is the size under which a staged file is merged at commit rather than added.
-const mergeBelow = 4 << 20
+// mergeBelowRows is the row count under which a staged file is merged at commit rather
+// than added: a unit of a few hundred rows stages a file of its own, a busy replica's group
+// tens of thousands. By size (files under 4 MiB, then 1 MiB) the 50-gateway cluster
+// figure's groups of 60k well-compressed rows were merged too, which took the replica from
+// 7.7 to 12-13.9 CPU-s per 1M rows and its commit lag from 6.5 to 12-14 s.
+const mergeBelowRows = 10_000
 
 // mergeGroupBytes bounds the staged files read into one merge, by their size: the merge
 // holds their rows in memory at once, and a commit after a backlog has up to
 // maxCommitStages stages.
 const mergeGroupBytes = 16 << 20
 
-// mergeSmall returns files with those of its staged files under mergeBelow replaced by
+// mergeSmall returns files with those of its staged files under mergeBelowRows replaced by
 // files merging their rows, group by group of at most mergeGroupBytes, and the paths of
 // the files it replaced. A group of one file is left as it is.
 func mergeSmall(ctx context.Context, tbl *table.Table, commitID string, files []iceberg.DataFile) (out []iceberg.DataFile, replaced []string, err error) {
@@ -46,7 +50,7 @@ func mergeSmall(ctx context.Context, tbl *table.Table, commitID string, files []
 	size := int64(0)
 	for _, df := range files {
 		switch {
-		case df.FileSizeBytes() >= mergeBelow:
+		case df.Count() >= mergeBelowRows:
 			out = append(out, df)
 			continue
 		case len(groups) == 0 || size+df.FileSizeBytes() > mergeGroupBytes:
