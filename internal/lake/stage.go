@@ -4,9 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	iofs "io/fs"
 	"maps"
 	"slices"
 	"strconv"
@@ -61,21 +59,8 @@ func (l *Lake) Stage(ctx context.Context, dataset string, batches []Batch, id uu
 		}
 		recs = append(recs, r...)
 	}
-	files, err := writeUnified(ctx, tbl, unify(recs), id)
-	if err != nil {
-		return nil, fmt.Errorf("stage %d batches in %s: %w", len(batches), tbl.Location(), err)
-	}
-	out := make([]StagedFile, len(files))
-	for i, f := range files {
-		out[i] = StagedFile{Path: f.FilePath(), Rows: f.Count(), Bytes: f.FileSizeBytes()}
-	}
-	return out, nil
-}
-
-// writeUnified writes records unify ordered, a run of one schema at a time, the files of
-// run i named by stageRunUUID(id, i). It releases the records.
-func writeUnified(ctx context.Context, tbl *table.Table, recs []arrow.RecordBatch, id uuid.UUID) ([]iceberg.DataFile, error) {
-	var out []iceberg.DataFile
+	recs = unify(recs)
+	var out []StagedFile
 	for run := 0; len(recs) > 0; run++ {
 		n := 1
 		for n < len(recs) && recs[n].Schema().Equal(recs[0].Schema()) {
@@ -85,9 +70,11 @@ func writeUnified(ctx context.Context, tbl *table.Table, recs []arrow.RecordBatc
 		recs = recs[n:]
 		if err != nil {
 			releaseAll(recs)
-			return nil, err
+			return nil, fmt.Errorf("stage %d batches in %s: %w", len(batches), tbl.Location(), err)
 		}
-		out = append(out, files...)
+		for _, f := range files {
+			out = append(out, StagedFile{Path: f.FilePath(), Rows: f.Count(), Bytes: f.FileSizeBytes()})
+		}
 	}
 	return out, nil
 }
@@ -240,10 +227,6 @@ func (l *Lake) CommitStaged(ctx context.Context, c StagedCommit) (Result, error)
 	if err := g.Wait(); err != nil {
 		return Result{}, err
 	}
-	files, replaced, err := mergeSmall(ctx, tbl, c.ID, files)
-	if err != nil {
-		return Result{}, fmt.Errorf("commit staged files to %s.%s: %w", l.ns[0], c.Dataset, err)
-	}
 	for _, df := range files {
 		res.Files++
 		res.Rows += df.Count()
@@ -258,18 +241,6 @@ func (l *Lake) CommitStaged(ctx context.Context, c StagedCommit) (Result, error)
 	if already {
 		return Result{Already: true}, err
 	}
-	if err != nil {
-		return res, err
-	}
 	res.Snapshot = snap
-	res.Merged = len(replaced)
-	// The merged files hold the replaced ones' rows in the snapshot that just landed, so
-	// nothing will ever read these; one left by a failure here is an orphan the table's
-	// upkeep removes.
-	for _, p := range replaced {
-		if err := fsys.Remove(p); err != nil && !errors.Is(err, iofs.ErrNotExist) {
-			res.Leftover++
-		}
-	}
-	return res, nil
+	return res, err
 }
