@@ -106,12 +106,12 @@ func (m Meter) Release(n int) {
 	m.l.b.held.Add(-int64(n))
 }
 
-// Held is what the request holds of the budget now.
-func (m Meter) Held() int {
-	if m.l == nil {
-		return 0
+// ReleaseAllBut gives back everything the request holds beyond keep bytes: what it still
+// holds once it let go of all but its body as sent.
+func (m Meter) ReleaseAllBut(keep int) {
+	if m.l != nil {
+		m.Release(int(m.l.held) - keep)
 	}
-	return int(m.l.held)
 }
 
 // alone reports whether n more bytes would take the request past the whole budget by

@@ -228,7 +228,7 @@ func read(r *http.Request, lim Limits, keepSent bool) (*bytes.Buffer, *bytes.Buf
 		if decodedTooBig && l != nil {
 			// The request keeps only the body as sent; what its decompressed form took
 			// goes back, for the caller to take it again in pieces.
-			Meter{l}.Release(int(l.held) - sent.Len())
+			Meter{l}.ReleaseAllBut(sent.Len())
 		}
 		return nil, sent, rerr
 	}

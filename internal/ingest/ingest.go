@@ -288,8 +288,7 @@ func (h *handler) otlpExport(w http.ResponseWriter, r *http.Request, ep endpoint
 			// The request keeps only the body as sent: its decompressed form and rows
 			// are gone, and what they took goes back to the budget.
 			*batch = otlp.Batch{} // its chunks would be charged again in full when reused
-			m := httpbody.MeterOf(r)
-			m.Release(m.Held() - sent.Len())
+			httpbody.MeterOf(r).ReleaseAllBut(sent.Len())
 			return h.otlpInPieces(w, r, route, sent.Bytes())
 		}
 		return h.rejectOTLP(w, r, dataset, refused)
