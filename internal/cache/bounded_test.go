@@ -85,8 +85,9 @@ func TestMetadataStaysBounded(t *testing.T) {
 			}
 			if tc.prune {
 				now = now.Add(2 * time.Hour)
-				pol := PrunePolicy{Retention: func(string) time.Duration { return time.Hour }, Consumers: func(string, string) []Consumer { return []Consumer{{Name: "s", Seq: mid.LastSeq}} }, HoldForSinks: true}
-				if _, err := c.Prune(ctx, pol); err != nil {
+				pol := PrunePolicy{Retention: func(string) time.Duration { return time.Hour }, HoldForSinks: true}
+				consumers := func(string, string) []Consumer { return []Consumer{{Name: "s", Seq: mid.LastSeq}} }
+				if _, err := pruneAll(ctx, c, pol, consumers, false); err != nil {
 					t.Fatal(err)
 				}
 				if n := len(p.gen.tbl.Metadata().Snapshots()); n != 1 {
@@ -208,7 +209,7 @@ func TestCompactionSkipsWhatItCannotImprove(t *testing.T) {
 			}
 			if tc.prune {
 				pol := PrunePolicy{Retention: func(string) time.Duration { return time.Hour }}
-				if _, err := c.Prune(ctx, pol); err != nil {
+				if _, err := pruneAll(ctx, c, pol, nil, false); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -22,7 +22,17 @@
 //   - a flush holds a bounded amount of memory however large the log it flushes (flush.go),
 //     and a flush never waits while a compaction or prune rewrites files, only for its swap.
 //
-// It never talks to the network and never decides retention policy: callers pass floors.
+// Locks: a partition's rewrite lock, held by what rewrites or deletes its rows
+// (compaction, retention, repair, and a flush's stream, which only tries it so that a flush
+// never waits for a rewrite), is taken before its mu, never while holding it; the whole
+// order is in docs/ARCHITECTURE.md, Locks. No partition lock is held while code a caller
+// passed runs (Compact's match, a Scan's fn, a Listing's put). The cache imports nothing of
+// the sinks and takes none of their locks: a retention step that needs them (recording a
+// consumer's losses, settling them) is its caller's, between the steps of a Pruning, which
+// holds only the partition's rewrite lock then (retention.go).
+//
+// It never talks to the network and never decides retention policy: callers pass the
+// policy and where each consumer stands, as data.
 package cache
 
 import (

@@ -203,12 +203,11 @@ func TestPruneHoldsForFloorAndReportsForcedGap(t *testing.T) {
 	pol := PrunePolicy{
 		Retention:    func(string) time.Duration { return 24 * time.Hour },
 		HoldForSinks: true,
-		Consumers: func(ds, p string) []Consumer {
-			return []Consumer{{"central", floorSeq}, {"archive", old.FirstSeq + 7}, {"fresh", mid.LastSeq}}
-		},
-		DryRun: true,
 	}
-	res, err := c.Prune(ctx, pol)
+	consumers := func(ds, p string) []Consumer {
+		return []Consumer{{"central", floorSeq}, {"archive", old.FirstSeq + 7}, {"fresh", mid.LastSeq}}
+	}
+	res, err := pruneAll(ctx, c, pol, consumers, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,9 +216,8 @@ func TestPruneHoldsForFloorAndReportsForcedGap(t *testing.T) {
 	}
 	assertIDs(t, c, "a", 30) // dry run changed nothing
 
-	pol.DryRun = false
 	pol.MaxAge = 3 * 24 * time.Hour // forces the 5-day-old rows out
-	res, err = c.Prune(ctx, pol)
+	res, err = pruneAll(ctx, c, pol, consumers, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,8 +239,8 @@ func TestPruneHoldsForFloorAndReportsForcedGap(t *testing.T) {
 		t.Fatalf("first surviving seq %d, want %d", seqs[0], mid.FirstSeq)
 	}
 	// Without holders, retention takes everything older than a day, trimming by row.
-	pol.Consumers, pol.MaxAge = nil, 0
-	if res, err = c.Prune(ctx, pol); err != nil || res[0].DeletedRows != 10 {
+	pol.MaxAge = 0
+	if res, err = pruneAll(ctx, c, pol, nil, false); err != nil || res[0].DeletedRows != 10 {
 		t.Fatalf("prune %+v %v", res, err)
 	}
 	assertIDs(t, c, "a", 10)
@@ -520,7 +518,7 @@ func TestFlushesGoOnWhilePruneWrites(t *testing.T) {
 	c.planned = func() { close(reached); <-release }
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.Prune(ctx, PrunePolicy{Retention: func(string) time.Duration { return 24 * time.Hour }})
+		_, err := pruneAll(ctx, c, PrunePolicy{Retention: func(string) time.Duration { return 24 * time.Hour }}, nil, false)
 		done <- err
 	}()
 	<-reached

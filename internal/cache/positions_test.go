@@ -83,11 +83,10 @@ func TestPositions(t *testing.T) {
 
 	// max_age removes the first file although a consumer still needs it.
 	clock = base.Add(3 * time.Hour)
-	if _, err := c.Prune(ctx, PrunePolicy{
+	if _, err := pruneAll(ctx, c, PrunePolicy{
 		Retention: func(string) time.Duration { return 0 },
 		MaxAge:    2 * time.Hour, // everything ingested before base+1h
-		Consumers: func(string, string) []Consumer { return []Consumer{{"s", 0}} },
-	}); err != nil {
+	}, func(string, string) []Consumer { return []Consumer{{"s", 0}} }, false); err != nil {
 		t.Fatal(err)
 	}
 	ps, err = c.Positions("logs", "source=a")

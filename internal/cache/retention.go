@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -47,15 +48,9 @@ type PrunePolicy struct {
 	HoldForSinks bool
 	// MaxAge deletes rows older than this whatever the consumers say (0 = never).
 	MaxAge time.Duration
-	// Consumers returns the partition's consumers and their positions.
-	Consumers func(dataset, partition string) []Consumer
-	// Record is given a partition's losses before its rows are deleted (an intent); the
-	// delete happens only when it returns nil, so no row is deleted that no loss names.
-	Record func(dataset, partition string, losses []Loss) error
-	// Settle is told, after the delete, through which seq the partition is now pruned:
-	// recorded losses at or below it happened, any above it did not.
-	Settle func(dataset, partition string, prunedThrough int64) error
-	DryRun bool
+	// Now is the instant ages are measured from; zero is now by the cache's clock. A pass
+	// over every partition passes one (Cache.Now), so all are cut as of the same instant.
+	Now time.Time
 }
 
 // Loss is the exact range of rows a prune deleted (or would delete) before one consumer
@@ -67,7 +62,7 @@ type Loss struct {
 	Rows     int64
 }
 
-// PruneResult is one partition's prune.
+// PruneResult is one partition's prune, or its plan.
 type PruneResult struct {
 	Dataset     string
 	Partition   string
@@ -81,56 +76,168 @@ type PruneResult struct {
 	Losses     []Loss
 }
 
-// Prune deletes expired rows from the front of every partition: whole files are dropped,
-// the boundary file is rewritten.
-func (c *Cache) Prune(ctx context.Context, pol PrunePolicy) ([]PruneResult, error) {
-	now := c.now()
-	var out []PruneResult
-	for _, p := range c.tables.partitions() {
-		r, err := c.prunePartition(ctx, p, pol, now)
-		if err != nil {
-			return out, err
-		}
-		if r.ThroughSeq > 0 || r.HeldRows > 0 {
-			out = append(out, r)
-		}
-	}
-	return out, nil
+// ErrLossesNotRecorded is Delete refusing a plan whose losses its caller has not said are
+// recorded: deleting then would lose rows no loss names.
+var ErrLossesNotRecorded = errors.New("prune: the plan's losses are not recorded")
+
+// Now is the cache's clock, which stamps ingest times and measures retention.
+func (c *Cache) Now() time.Time { return c.now() }
+
+// Pruning is the retention of one partition, in steps its caller drives: Plan, then, once
+// the plan's losses are durable where their consumers will find them, Recorded and Delete;
+// Close always. The steps are apart so the cache never runs its callers' code: what
+// records losses (the sinks' watermarks, fsync'd) is the caller's, and runs between them.
+//
+// From StartPrune to Close the pruning holds the partition's rewrite lock, so compaction
+// and repair cannot replace the generation a plan was made from and the files holding rows
+// at or below its cut stay as they are; only appends land meanwhile, above any cut. It
+// holds the partition lock only inside Delete (to commit) and StartPrune (to take the file
+// list), so a caller that is slow between the steps delays this partition's compaction and
+// repair, never its flushes. A Pruning is for one goroutine.
+type Pruning struct {
+	Dataset   string
+	Partition string
+
+	c     *Cache
+	p     *Partition
+	g     *generation // p.gen at StartPrune; stays current until Close
+	files []FileInfo  // g's files at StartPrune
+
+	planned  bool
+	res      PruneResult
+	cutAt    int64 // ingest time of the last row at or below res.ThroughSeq
+	recorded bool  // the caller recorded res.Losses
+	deleted  bool
+	closed   bool
 }
 
-func (c *Cache) prunePartition(ctx context.Context, p *Partition, pol PrunePolicy, now time.Time) (PruneResult, error) {
-	// Lock order: p.rewrite, then p.mu. The rewrite lock is held throughout and keeps
-	// compaction and repair out, so p.gen stays g and only appends can land meanwhile: the
-	// files of g that hold rows at or below any cut stay as they are. The partition lock is
-	// held only to take g's file list and to commit the delete (deleteOutsideLock), never
-	// while the policy's callbacks run: they are the sinks' code, making fsync'd watermark
-	// writes, and a slow disk under sinks/ must not stall this partition's flush.
+// StartPrune begins pruning a partition: it waits for a compaction or repair of it to end,
+// and keeps them out until Close.
+func (c *Cache) StartPrune(dataset, partitionName string) (*Pruning, error) {
+	p := c.tables.lookup(dataset, partitionName)
+	if p == nil {
+		return nil, fmt.Errorf("%w: %s/%s", ErrNoPartition, dataset, partitionName)
+	}
+	// Lock order: p.rewrite, then p.mu.
 	p.rewrite.Lock()
-	defer p.rewrite.Unlock()
-	res := PruneResult{Dataset: p.Dataset, Partition: p.Name()}
+	pr := &Pruning{Dataset: dataset, Partition: partitionName, c: c, p: p}
 	p.mu.Lock()
-	g := p.gen
-	var files []FileInfo
-	if g != nil {
-		files = slices.Clone(g.files) // appends grow g.files, and reload reuses its array
+	pr.g = p.gen
+	if pr.g != nil {
+		pr.files = slices.Clone(pr.g.files) // appends grow g.files, and reload reuses its array
 	}
 	p.mu.Unlock()
-	if len(files) == 0 {
-		return res, nil
+	return pr, nil
+}
+
+// Empty says the partition held no rows at StartPrune: there is nothing to plan, and no
+// consumer need be asked where it stands.
+func (pr *Pruning) Empty() bool { return len(pr.files) == 0 }
+
+// Plan decides the cut from pol and the consumers' positions (as they stand now) and says
+// what deleting through it takes: the rows, those held back for consumers, and each
+// consumer's loss, which must be recorded before Delete. It deletes nothing; planning
+// again replaces the plan.
+func (pr *Pruning) Plan(ctx context.Context, pol PrunePolicy, consumers []Consumer) (PruneResult, error) {
+	if pr.closed || pr.deleted {
+		return PruneResult{}, fmt.Errorf("prune %s/%s: plan after the pruning ended", pr.Dataset, pr.Partition)
 	}
-	var ageCut int64 // largest seq old enough to expire by retention
-	if keep := pol.Retention(p.Dataset); keep > 0 {
-		s, err := lastSeqBefore(ctx, files, now.Add(-keep).UnixMicro())
-		if err != nil {
-			return res, err
+	if pr.Empty() {
+		pr.planned, pr.res, pr.recorded = true, PruneResult{Dataset: pr.Dataset, Partition: pr.Partition}, false
+		return pr.res, nil
+	}
+	now := pol.Now
+	if now.IsZero() {
+		now = pr.c.now()
+	}
+	res, last, err := plan(ctx, fileIndex(pr.files), pr.Dataset, pol, consumers, now)
+	res.Dataset, res.Partition = pr.Dataset, pr.Partition
+	pr.planned, pr.res, pr.cutAt, pr.recorded = err == nil, res, last.IngestedAt, false
+	return res, err
+}
+
+// Recorded is the caller's word, which the cache cannot check, that the plan's losses are
+// durable with their consumers: a crash after it and before Delete commits leaves them
+// pending, to be settled against the pruned mark the table then holds (Status
+// PrunedThrough), so every lost row is in exactly one loss.
+func (pr *Pruning) Recorded() { pr.recorded = pr.planned }
+
+// Delete deletes the plan's rows and returns through which seq the partition is now
+// pruned, against which recorded losses settle: those at or below it happened, any above
+// it did not. It refuses without a plan, and with losses not Recorded. On an error whether
+// the delete committed is unknown; recorded losses stay for the next prune, or the next
+// start, to settle against the table.
+func (pr *Pruning) Delete(ctx context.Context) (prunedThrough int64, err error) {
+	switch {
+	case pr.closed || pr.deleted:
+		return 0, fmt.Errorf("prune %s/%s: delete after the pruning ended", pr.Dataset, pr.Partition)
+	case !pr.planned:
+		return 0, fmt.Errorf("prune %s/%s: delete without a plan", pr.Dataset, pr.Partition)
+	case len(pr.res.Losses) > 0 && !pr.recorded:
+		return 0, fmt.Errorf("%w: %s/%s", ErrLossesNotRecorded, pr.Dataset, pr.Partition)
+	}
+	pr.deleted = true
+	p, g := pr.p, pr.g
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pr.res.ThroughSeq == 0 {
+		if g == nil {
+			return 0, nil
 		}
-		ageCut = s
+		return g.prunedThrough, nil
+	}
+	err = pr.c.deleteOutsideLock(ctx, p, g, pr.res.ThroughSeq, pr.cutAt)
+	return g.prunedThrough, err
+}
+
+// Close ends the pruning, deleted or not, and lets compaction and repair of the partition
+// go on.
+func (pr *Pruning) Close() {
+	if !pr.closed {
+		pr.closed = true
+		pr.p.rewrite.Unlock()
+	}
+}
+
+// rowIndex answers a plan's questions about one partition's rows, which are in seq and
+// ingest-time order. fileIndex reads the data files; tests give rows directly.
+type rowIndex interface {
+	// lastSeqBefore is the largest seq ingested before t (µs), 0 if none.
+	lastSeqBefore(ctx context.Context, t int64) (int64, error)
+	// rowsBetween counts rows with seq in (since, until].
+	rowsBetween(ctx context.Context, since, until int64) (int64, error)
+	// firstAfter is the first row with seq above seq.
+	firstAfter(ctx context.Context, seq int64) (RowPos, bool, error)
+	// lastThrough is the last row with seq at or below cut.
+	lastThrough(ctx context.Context, cut int64) (RowPos, bool, error)
+}
+
+type fileIndex []FileInfo
+
+func (f fileIndex) lastSeqBefore(ctx context.Context, t int64) (int64, error) {
+	return lastSeqBefore(ctx, f, t)
+}
+func (f fileIndex) rowsBetween(ctx context.Context, since, until int64) (int64, error) {
+	return rowsBetween(ctx, f, since, until)
+}
+func (f fileIndex) firstAfter(ctx context.Context, seq int64) (RowPos, bool, error) {
+	return firstAfter(ctx, f, seq)
+}
+func (f fileIndex) lastThrough(ctx context.Context, cut int64) (RowPos, bool, error) {
+	return lastThrough(ctx, f, cut)
+}
+
+// plan is retention's decision for one partition of dataset, whose rows rows holds, as of
+// now: the cut and what it deletes, holds back and takes from each consumer (res), and the
+// last row it deletes (last), whose ingest time becomes the pruned mark's.
+func plan(ctx context.Context, rows rowIndex, dataset string, pol PrunePolicy, consumers []Consumer, now time.Time) (res PruneResult, last RowPos, err error) {
+	var ageCut int64 // largest seq old enough to expire by retention
+	if keep := pol.Retention(dataset); keep > 0 {
+		if ageCut, err = rows.lastSeqBefore(ctx, now.Add(-keep).UnixMicro()); err != nil {
+			return res, last, err
+		}
 	}
 	cut := ageCut
-	var consumers []Consumer
-	if pol.Consumers != nil {
-		consumers = pol.Consumers(p.Dataset, p.Name())
-	}
 	floor := LowestOf(consumers)
 	if pol.HoldForSinks && floor.Seq >= 0 && cut > floor.Seq {
 		cut = floor.Seq
@@ -142,20 +249,19 @@ func (c *Cache) prunePartition(ctx context.Context, p *Partition, pol PrunePolic
 		slices.Sort(res.HeldFor)
 	}
 	if pol.MaxAge > 0 {
-		forced, err := lastSeqBefore(ctx, files, now.Add(-pol.MaxAge).UnixMicro())
+		forced, err := rows.lastSeqBefore(ctx, now.Add(-pol.MaxAge).UnixMicro())
 		if err != nil {
-			return res, err
+			return res, last, err
 		}
 		cut = max(cut, forced)
 	}
-	var err error
-	if res.DeletedRows, err = rowsBetween(ctx, files, 0, cut); err != nil {
-		return res, err
+	if res.DeletedRows, err = rows.rowsBetween(ctx, 0, cut); err != nil {
+		return res, last, err
 	}
 	if ageCut > cut {
-		all, err := rowsBetween(ctx, files, 0, ageCut)
+		all, err := rows.rowsBetween(ctx, 0, ageCut)
 		if err != nil {
-			return res, err
+			return res, last, err
 		}
 		res.HeldRows = all - res.DeletedRows
 	}
@@ -163,23 +269,23 @@ func (c *Cache) prunePartition(ctx context.Context, p *Partition, pol PrunePolic
 		res.HeldFor = nil // max_age overrode the holders
 	}
 	if res.DeletedRows == 0 {
-		return res, nil
+		return res, last, nil
 	}
 	// The last deleted row bounds every loss and becomes the pruned mark.
-	last, ok, err := lastThrough(ctx, files, cut)
+	last, ok, err := rows.lastThrough(ctx, cut)
 	if err != nil || !ok {
-		return res, err
+		return res, last, err
 	}
 	// Whatever goes above a consumer's position was never read by it: that exact range is
 	// reported so it becomes a recorded gap, never a silent loss.
 	if floor.Seq >= 0 && cut > floor.Seq {
-		if res.ForcedRows, err = rowsBetween(ctx, files, floor.Seq, cut); err != nil {
-			return res, err
+		if res.ForcedRows, err = rows.rowsBetween(ctx, floor.Seq, cut); err != nil {
+			return res, last, err
 		}
 		for _, c := range consumers {
-			l, err := loss(ctx, files, c, cut, last)
+			l, err := loss(ctx, rows, c, cut, last)
 			if err != nil {
-				return res, err
+				return res, last, err
 			}
 			if l.Rows > 0 {
 				res.Losses = append(res.Losses, l)
@@ -187,30 +293,7 @@ func (c *Cache) prunePartition(ctx context.Context, p *Partition, pol PrunePolic
 		}
 	}
 	res.ThroughSeq = cut
-	if pol.DryRun {
-		return res, nil
-	}
-	// Order matters: the losses are durable before the delete, and settled after it. A
-	// crash in between leaves them pending, and they are settled against the pruned mark
-	// the table then holds (PrunedThrough), so every lost row is in exactly one loss.
-	if len(res.Losses) > 0 && pol.Record != nil {
-		if err := pol.Record(p.Dataset, p.Name(), res.Losses); err != nil {
-			return PruneResult{Dataset: p.Dataset, Partition: p.Name()}, fmt.Errorf("prune %s/%s: record losses before deleting: %w", p.Dataset, p.Name(), err)
-		}
-	}
-	p.mu.Lock()
-	err = c.deleteOutsideLock(ctx, p, g, cut, last.IngestedAt)
-	prunedThrough := g.prunedThrough
-	p.mu.Unlock()
-	if err != nil {
-		// Whether the delete committed is unknown: the pending losses stay for the next
-		// prune, or the next start, to settle against the table.
-		return res, err
-	}
-	if len(res.Losses) > 0 && pol.Settle != nil {
-		return res, pol.Settle(p.Dataset, p.Name(), prunedThrough)
-	}
-	return res, nil
+	return res, last, nil
 }
 
 // deleteOutsideLock deletes the rows of g (p's generation) with seq <= cut. The caller holds
@@ -240,18 +323,18 @@ func (c *Cache) deleteOutsideLock(ctx context.Context, p *Partition, g *generati
 	return g.commitDelete(ctx, tx, cut, cutAt)
 }
 
-// loss is what deleting every row of files up to cut, the last of which is last, takes
+// loss is what deleting every row of rows up to cut, the last of which is last, takes
 // from c.
-func loss(ctx context.Context, files []FileInfo, c Consumer, cut int64, last RowPos) (Loss, error) {
+func loss(ctx context.Context, rows rowIndex, c Consumer, cut int64, last RowPos) (Loss, error) {
 	l := Loss{Consumer: c.Name}
 	if c.Seq >= cut {
 		return l, nil
 	}
-	n, err := rowsBetween(ctx, files, c.Seq, cut)
+	n, err := rows.rowsBetween(ctx, c.Seq, cut)
 	if err != nil || n == 0 {
 		return l, err
 	}
-	first, _, err := firstAfter(ctx, files, c.Seq)
+	first, _, err := rows.firstAfter(ctx, c.Seq)
 	if err != nil {
 		return l, err
 	}

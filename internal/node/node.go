@@ -2,6 +2,13 @@
 // ingest, flush, compaction, prune, sink runs, status and the metrics that describe them. The daemon
 // serves a Node over its control socket; a CLI command with no daemon opens its own Node
 // under the cache's writer lock. There is never more than one Node per home.
+//
+// Retention is a protocol node drives between the cache and the sinks (Prune), so that the
+// cache never calls sink code. Its locks, outermost first: Node.positions for the whole
+// prune; then, per partition, the cache's rewrite lock of that partition, held by a
+// cache.Pruning from StartPrune to Close; under it alone the sink driver is called (its
+// watermark entry locks, fsync'd writes), never with the partition's mu held, which the
+// cache takes only inside StartPrune and Delete and releases before they return.
 package node
 
 import (
@@ -146,18 +153,24 @@ func (n *Node) Prune(ctx context.Context, dryRun bool) ([]cache.PruneResult, err
 	defer n.positions.Unlock()
 	cfg := n.live.Load()
 	r := cfg.Cache.Retention
-	reason := fmt.Sprintf("deleted by retention max_age %s before export", time.Duration(r.MaxAge))
-	res, err := n.Cache.Prune(ctx, cache.PrunePolicy{
+	pol := cache.PrunePolicy{
 		Retention:    cfg.RetentionFor,
 		HoldForSinks: r.HoldForSinks,
 		MaxAge:       time.Duration(r.MaxAge),
-		Consumers:    n.Sinks.Consumers,
-		Record: func(dataset, part string, ls []cache.Loss) error {
-			return n.Sinks.RecordLosses(dataset, part, ls, reason)
-		},
-		Settle: n.Sinks.SettleGaps,
-		DryRun: dryRun,
-	})
+		Now:          n.Cache.Now(),
+	}
+	reason := fmt.Sprintf("deleted by retention max_age %s before export", time.Duration(r.MaxAge))
+	var res []cache.PruneResult
+	var err error
+	for _, st := range n.Cache.Status() {
+		var p cache.PruneResult
+		if p, err = n.prunePartition(ctx, st.Dataset, st.Partition, pol, reason, dryRun); err != nil {
+			break
+		}
+		if p.ThroughSeq > 0 || p.HeldRows > 0 {
+			res = append(res, p)
+		}
+	}
 	if dryRun {
 		return res, err
 	}
@@ -171,6 +184,41 @@ func (n *Node) Prune(ctx context.Context, dryRun bool) ([]cache.PruneResult, err
 		}
 	}
 	return res, err
+}
+
+// prunePartition is retention's protocol for one partition: plan from the sinks' positions,
+// record the losses the plan forces as pending gaps, delete, settle the gaps. Order
+// matters: the losses are durable before the delete and settled after it, so a crash in
+// between leaves them pending, and Open settles them against the pruned mark the table
+// then holds; every lost row is in exactly one gap. The pruning holds the partition's
+// rewrite lock throughout (its plan stays valid), and only that: the sink driver's
+// watermark writes, fsync'd, delay the partition's compaction and repair, never its
+// flushes.
+func (n *Node) prunePartition(ctx context.Context, dataset, part string, pol cache.PrunePolicy, reason string, dryRun bool) (cache.PruneResult, error) {
+	pr, err := n.Cache.StartPrune(dataset, part)
+	if err != nil {
+		return cache.PruneResult{}, err
+	}
+	defer pr.Close()
+	var consumers []cache.Consumer
+	if !pr.Empty() {
+		consumers = n.Sinks.Consumers(dataset, part)
+	}
+	plan, err := pr.Plan(ctx, pol, consumers)
+	if err != nil || dryRun || plan.ThroughSeq == 0 {
+		return plan, err
+	}
+	if len(plan.Losses) > 0 {
+		if err := n.Sinks.RecordLosses(dataset, part, plan.Losses, reason); err != nil {
+			return cache.PruneResult{}, fmt.Errorf("prune %s/%s: record losses before deleting: %w", dataset, part, err)
+		}
+		pr.Recorded()
+	}
+	prunedThrough, err := pr.Delete(ctx)
+	if err != nil || len(plan.Losses) == 0 {
+		return plan, err
+	}
+	return plan, n.Sinks.SettleGaps(dataset, part, prunedThrough)
 }
 
 // Repair sets aside the cache's unreadable data files (recording their rows as lost) so

@@ -172,22 +172,14 @@ func TestForcedLossIsAGapAndRewindBelowItIsRefused(t *testing.T) {
 	if _, err := e.d.Rewind(e.ctx, RewindRequest{Instance: "s1", Target: Target{Seq: &s1at}}); err != nil {
 		t.Fatal(err)
 	}
-	policy := func(dry bool) cache.PrunePolicy {
-		return cache.PrunePolicy{
-			Retention:    func(string) time.Duration { return time.Hour },
-			HoldForSinks: true,
-			MaxAge:       24 * time.Hour,
-			Consumers:    e.d.Consumers,
-			Record: func(ds, part string, ls []cache.Loss) error {
-				return e.d.RecordLosses(ds, part, ls, "max_age")
-			},
-			Settle: e.d.SettleGaps,
-			DryRun: dry,
-		}
+	policy := cache.PrunePolicy{
+		Retention:    func(string) time.Duration { return time.Hour },
+		HoldForSinks: true,
+		MaxAge:       24 * time.Hour,
 	}
 	// A crash after the losses are recorded but before the delete: they stay pending, and
 	// settling against the unchanged pruned mark drops them (nothing was deleted).
-	plan, err := e.c.Prune(e.ctx, policy(true))
+	plan, err := pruneCache(e.ctx, e.c, e.d, policy, "max_age", true)
 	if err != nil || len(plan) != 1 || len(plan[0].Losses) != 2 {
 		t.Fatalf("dry prune %+v %v", plan, err)
 	}
@@ -206,7 +198,7 @@ func TestForcedLossIsAGapAndRewindBelowItIsRefused(t *testing.T) {
 	if err := e.d.RecordLosses(testDataset, "source=a", plan[0].Losses, "max_age"); err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.c.Prune(e.ctx, policy(false))
+	res, err := pruneCache(e.ctx, e.c, e.d, policy, "max_age", false)
 	if err != nil || len(res) != 1 {
 		t.Fatalf("prune %+v %v", res, err)
 	}

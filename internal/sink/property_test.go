@@ -217,11 +217,10 @@ func (m *propModel) Prune(t *rapid.T) {
 		floors[ps.Partition] = cache.LowestOf(m.d.Consumers(ps.Dataset, ps.Partition)).Seq
 	}
 	m.clk.Advance(time.Hour)
-	res, err := m.c.Prune(m.ctx, cache.PrunePolicy{
+	res, err := pruneCache(m.ctx, m.c, m.d, cache.PrunePolicy{
 		Retention:    func(string) time.Duration { return time.Minute },
 		HoldForSinks: true,
-		Consumers:    m.d.Consumers,
-	})
+	}, "max_age", false)
 	if err != nil {
 		t.Fatalf("prune: %v", err)
 	}
@@ -809,11 +808,10 @@ func TestConcurrentExportAndMaintenanceExactlyOnce(t *testing.T) {
 				continue
 			}
 			clk.Advance(time.Hour)
-			res, err := c.Prune(ctx, cache.PrunePolicy{
+			res, err := pruneCache(ctx, c, d, cache.PrunePolicy{
 				Retention:    func(string) time.Duration { return time.Minute },
 				HoldForSinks: true,
-				Consumers:    d.Consumers,
-			})
+			}, "max_age", false)
 			if err != nil {
 				errc <- fmt.Errorf("prune: %w", err)
 				return
