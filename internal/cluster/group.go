@@ -47,11 +47,11 @@ func (l limits) decide(g gathering, now time.Time) (store bool, wake time.Time) 
 }
 
 // pending is a chunk handed to gather, its rows already encoded (so a bad row fails only its
-// own chunk, before it joins a group); the group owns rec from then on.
+// own chunk, before it joins a group); the group owns recs from then on.
 type pending struct {
 	ch    Chunk
 	part  string
-	rec   arrow.RecordBatch
+	recs  []arrow.RecordBatch
 	bytes int64
 	done  chan outcome // buffered: the group never waits for a caller that gave up
 }
@@ -89,7 +89,7 @@ func (c *Cluster) gather(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			for _, p := range open {
-				p.rec.Release()
+				releaseAll(p.recs)
 				p.done <- outcome{err: errClosing}
 			}
 			if g.storing {
@@ -115,7 +115,7 @@ func (c *Cluster) gather(ctx context.Context) {
 func (c *Cluster) storeGroup(ctx context.Context, group []*pending) {
 	defer func() {
 		for _, p := range group {
-			p.rec.Release()
+			releaseAll(p.recs)
 		}
 	}()
 	c.metrics.groupChunks.Observe(float64(len(group)))

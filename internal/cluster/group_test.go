@@ -3,9 +3,14 @@ package cluster
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/hyp-project/hyp/internal/cache"
 )
@@ -82,4 +87,45 @@ func TestGroupStoresChunksTogether(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkTable(t, c, 100)
+}
+
+// TestSliceRows: rows [i, j) of records taken one after another, as slices that never
+// cross a record's end.
+func TestSliceRows(t *testing.T) {
+	b := array.NewInt64Builder(memory.DefaultAllocator)
+	defer b.Release()
+	var recs []arrow.RecordBatch
+	sc := arrow.NewSchema([]arrow.Field{{Name: "v", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	v := int64(0)
+	for _, n := range []int{3, 1, 4} { // rows 0-2, 3, 4-7
+		for range n {
+			b.Append(v)
+			v++
+		}
+		col := b.NewArray()
+		recs = append(recs, array.NewRecordBatch(sc, []arrow.Array{col}, int64(n)))
+		col.Release()
+	}
+	defer releaseAll(recs)
+	for _, tc := range []struct {
+		i, j  int
+		parts [][]int64
+	}{
+		{0, 8, [][]int64{{0, 1, 2}, {3}, {4, 5, 6, 7}}},
+		{1, 2, [][]int64{{1}}},
+		{2, 5, [][]int64{{2}, {3}, {4}}},
+		{3, 4, [][]int64{{3}}},
+		{5, 8, [][]int64{{5, 6, 7}}},
+		{4, 4, nil},
+	} {
+		got := sliceRows(recs, tc.i, tc.j)
+		var parts [][]int64
+		for _, r := range got {
+			parts = append(parts, slices.Clone(r.Column(0).(*array.Int64).Int64Values()))
+		}
+		releaseAll(got)
+		if !slices.EqualFunc(parts, tc.parts, slices.Equal) {
+			t.Errorf("rows [%d, %d): %v, want %v", tc.i, tc.j, parts, tc.parts)
+		}
+	}
 }

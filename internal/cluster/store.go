@@ -28,6 +28,10 @@ type Chunk struct {
 	Rows        [][]byte
 	Seqs        []int64
 	IngestedAt  []int64
+	// Records, when set instead of Rows, are the rows already as records cache.Encoder
+	// would build from them (seqs and ingest times included), one after another; Store
+	// takes references of its own.
+	Records []arrow.RecordBatch
 }
 
 // Stored is what Store did with a chunk.
@@ -45,23 +49,27 @@ type Stored struct {
 // are its stage's, which the committer removes (removeAbandoned). Bad rows are
 // *cache.InputError, and fail only their own chunk.
 func (c *Cluster) Store(ctx context.Context, ch Chunk) (Stored, error) {
-	if len(ch.Seqs) == 0 || len(ch.Rows) != len(ch.Seqs) || len(ch.IngestedAt) != len(ch.Seqs) {
-		return Stored{}, fmt.Errorf("cluster: malformed chunk (%d rows, %d seqs, %d times)", len(ch.Rows), len(ch.Seqs), len(ch.IngestedAt))
+	rows := len(ch.Rows)
+	if len(ch.Records) > 0 {
+		rows = recordRows(ch.Records)
 	}
-	rec, bytes, err := encode(ch)
+	if len(ch.Seqs) == 0 || rows != len(ch.Seqs) || len(ch.IngestedAt) != len(ch.Seqs) {
+		return Stored{}, fmt.Errorf("cluster: malformed chunk (%d rows, %d seqs, %d times)", rows, len(ch.Seqs), len(ch.IngestedAt))
+	}
+	recs, bytes, err := encode(ch)
 	if err != nil {
 		return Stored{}, err
 	}
-	// The record holds copies of the rows: ch.Rows may alias the caller's buffer.
-	ch.Rows = nil
-	p := &pending{ch: ch, part: partition.GatewayName(ch.Gateway, ch.Source), rec: rec, bytes: bytes, done: make(chan outcome, 1)}
+	// The records hold copies of the rows: ch.Rows may alias the caller's buffer.
+	ch.Rows, ch.Records = nil, nil
+	p := &pending{ch: ch, part: partition.GatewayName(ch.Gateway, ch.Source), recs: recs, bytes: bytes, done: make(chan outcome, 1)}
 	select {
 	case c.arrive <- p:
 	case <-ctx.Done():
-		rec.Release()
+		releaseAll(recs)
 		return Stored{}, ctx.Err()
 	case <-c.gathered:
-		rec.Release()
+		releaseAll(recs)
 		return Stored{}, errClosing
 	}
 	select {
@@ -72,8 +80,17 @@ func (c *Cluster) Store(ctx context.Context, ch Chunk) (Stored, error) {
 	}
 }
 
-// encode makes the chunk's rows a record, and counts their bytes.
-func encode(ch Chunk) (arrow.RecordBatch, int64, error) {
+// encode makes the chunk's rows records, and counts their bytes: its Records themselves
+// when it has them.
+func encode(ch Chunk) ([]arrow.RecordBatch, int64, error) {
+	if len(ch.Records) > 0 {
+		var bytes int64
+		for _, r := range ch.Records {
+			r.Retain()
+			bytes += recordBytes(r)
+		}
+		return slices.Clone(ch.Records), bytes, nil
+	}
 	enc := cache.NewEncoder()
 	defer enc.Release()
 	var bytes int64
@@ -87,7 +104,28 @@ func encode(ch Chunk) (arrow.RecordBatch, int64, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("encode rows: %w", err)
 	}
-	return rec, bytes, nil
+	return []arrow.RecordBatch{rec}, bytes, nil
+}
+
+func recordRows(recs []arrow.RecordBatch) int {
+	n := 0
+	for _, r := range recs {
+		n += int(r.NumRows())
+	}
+	return n
+}
+
+// recordBytes is what a record's buffers hold, for the group's byte bound.
+func recordBytes(r arrow.RecordBatch) int64 {
+	var n int64
+	for _, col := range r.Columns() {
+		for _, b := range col.Data().Buffers() {
+			if b != nil {
+				n += int64(b.Len())
+			}
+		}
+	}
+	return n
 }
 
 // storeTogether stores a group's chunks in one PostgreSQL transaction and one stage (a set of
@@ -226,7 +264,7 @@ func unheld(p *pending, held []bool) lake.Batch {
 		for j < len(held) && !held[j] {
 			j++
 		}
-		b.Records = append(b.Records, p.rec.NewSlice(int64(i), int64(j)))
+		b.Records = append(b.Records, sliceRows(p.recs, i, j)...)
 		if b.Unit.Rows == 0 {
 			b.Unit.First = p.ch.Seqs[i]
 		}
@@ -234,6 +272,20 @@ func unheld(p *pending, held []bool) lake.Batch {
 		i = j
 	}
 	return b
+}
+
+// sliceRows returns rows [i, j) of the records taken one after another, as slices of them.
+func sliceRows(recs []arrow.RecordBatch, i, j int) []arrow.RecordBatch {
+	var out []arrow.RecordBatch
+	at := 0 // the first row of r
+	for _, r := range recs {
+		n := int(r.NumRows())
+		if lo, hi := max(i, at), min(j, at+n); lo < hi {
+			out = append(out, r.NewSlice(int64(lo-at), int64(hi-at)))
+		}
+		at += n
+	}
+	return out
 }
 
 func releaseAll(recs []arrow.RecordBatch) {

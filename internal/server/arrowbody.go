@@ -538,7 +538,24 @@ type arrowDecoder struct {
 // parseArrow decodes an Arrow body scanArrow accepted into the chunk parseRows would make of
 // the same rows as NDJSON (parseRows's doc says what is checked), charging the rows' text to
 // m as it grows. Its error lines count rows from 1 across the stream.
+//
+// Cluster mode (userJSON) gets the columnar form instead when every batch allows it
+// (passThrough): the same checks run, and the batches are kept as they came.
 func parseArrow(body []byte, sc arrowScan, first, last int64, form rowForm, incarnation string, m httpbody.Meter) (*chunk, *httpbody.Error) {
+	if form == userJSON {
+		c, rerr := decodeArrow(body, sc, first, last, columnar, incarnation, m)
+		if rerr != errNotColumnar {
+			return c, rerr
+		}
+	}
+	return decodeArrow(body, sc, first, last, form, incarnation, m)
+}
+
+// errNotColumnar stops decodeArrow at a batch passThrough cannot keep as it came; the body
+// is then decoded again into rows. It never reaches a sender.
+var errNotColumnar = &httpbody.Error{Status: http.StatusInternalServerError, Kind: "not_columnar"}
+
+func decodeArrow(body []byte, sc arrowScan, first, last int64, form rowForm, incarnation string, m httpbody.Meter) (*chunk, *httpbody.Error) {
 	alloc := &limitAllocator{left: sc.decoded + 64<<10}
 	r, err := ipc.NewReader(bytes.NewReader(body), ipc.WithAllocator(alloc),
 		ipc.WithBodySizeLimit(int64(len(body))), ipc.WithMetadataSizeLimit(int64(len(body))))
@@ -549,6 +566,9 @@ func parseArrow(body []byte, sc arrowScan, first, last int64, form rowForm, inca
 	cols, seqAt, timeAt, perSec, rerr := arrowColumns(r.Schema())
 	if rerr != nil {
 		return nil, rerr
+	}
+	if form == columnar && !distinctNames(cols) {
+		return nil, errNotColumnar
 	}
 	c := chunks.Get().(*chunk)
 	c.framed = form == cacheRows
@@ -636,6 +656,15 @@ func (d *arrowDecoder) batch(rec arrow.RecordBatch) *httpbody.Error {
 				return fail(i, err)
 			}
 		}
+	}
+	if d.form == columnar {
+		kept, rerr := d.passThrough(rec, n)
+		if rerr != nil {
+			return rerr
+		}
+		d.c.recs = append(d.c.recs, kept)
+		d.line += n
+		return nil
 	}
 	if rerr := d.out.ensure(estimate); rerr != nil {
 		return rerr
@@ -846,13 +875,21 @@ func (o *rowsOut) ensure(n int) *httpbody.Error {
 		return nil
 	}
 	grow := max(n, cap(o.buf)/4)
-	if err := o.meter.Charge(len(o.buf) + grow - cap(o.buf)); err != nil {
+	if rerr := o.charge(len(o.buf) + grow - cap(o.buf)); rerr != nil {
+		return rerr
+	}
+	o.buf = slices.Grow(o.buf, grow)
+	return nil
+}
+
+// charge charges n bytes to the request's meter.
+func (o *rowsOut) charge(n int) *httpbody.Error {
+	if err := o.meter.Charge(n); err != nil {
 		var he *httpbody.Error
 		if errors.As(err, &he) {
 			return he
 		}
 		return &httpbody.Error{Status: http.StatusServiceUnavailable, Kind: "unavailable", Msg: err.Error()}
 	}
-	o.buf = slices.Grow(o.buf, grow)
 	return nil
 }

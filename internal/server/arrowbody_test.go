@@ -71,8 +71,15 @@ func testRows(t testing.TB, seqs []int64) arrow.RecordBatch {
 	return b.NewRecordBatch()
 }
 
+// fataler is what the helpers here need of a test: *testing.T, *testing.F and *rapid.T.
+type fataler interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
 // arrowOf is recs as a sender writes them: one IPC stream, ZSTD buffers.
-func arrowOf(t testing.TB, recs ...arrow.RecordBatch) []byte {
+func arrowOf(t fataler, recs ...arrow.RecordBatch) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	w := ipc.NewWriter(&buf, ipc.WithSchema(recs[0].Schema()), ipc.WithZstd())
@@ -326,7 +333,8 @@ func TestArrowBodyBoundsWhatItDecodes(t *testing.T) {
 // must never panic nor allocate beyond what it charged, must accept or refuse alike in
 // both row forms, and what it accepts must hold the rules parseRows holds an NDJSON body
 // to: seqs strictly ascending from the declared first to the declared last, an ingest time
-// per row, every row of the cluster's form one JSON object.
+// per row, every row of the cluster's form one JSON object, or batches kept in the columnar
+// form that stage what that form's rows would.
 func FuzzArrowBody(f *testing.F) {
 	rec := testRows(f, []int64{1, 2, 5, 9})
 	defer rec.Release()
@@ -358,13 +366,27 @@ func FuzzArrowBody(f *testing.F) {
 		defer cr.release()
 		defer uj.release()
 		n := len(uj.seqs)
-		if n == 0 || n > sc.rows || len(uj.ends) != n || len(uj.ats) != n || uj.seqs[0] != first || uj.seqs[n-1] != last || !slices.Equal(cr.seqs, uj.seqs) {
+		rows := len(uj.ends)
+		for _, r := range uj.recs {
+			rows += int(r.NumRows())
+		}
+		if n == 0 || n > sc.rows || rows != n || len(uj.ats) != n || uj.seqs[0] != first || uj.seqs[n-1] != last || !slices.Equal(cr.seqs, uj.seqs) {
 			t.Fatalf("accepted %d rows (scan %d), seqs %v, declared %d-%d", n, sc.rows, uj.seqs, first, last)
 		}
 		for i := 1; i < n; i++ {
 			if uj.seqs[i] <= uj.seqs[i-1] {
 				t.Fatalf("seqs %v not strictly ascending", uj.seqs)
 			}
+		}
+		if len(uj.recs) > 0 {
+			// The columnar form stages what the body's rows as text would.
+			text, rerr := decodeArrow(body, sc, first, last, userJSON, "inc", httpbody.Meter{})
+			if rerr != nil {
+				t.Fatalf("the columnar form accepted what the text path refuses: %+v", rerr)
+			}
+			defer text.release()
+			sameStaged(t, uj, text)
+			return
 		}
 		for i := range n {
 			if row := uj.row(i); !json.Valid(row) || row[0] != '{' {

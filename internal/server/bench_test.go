@@ -1,12 +1,16 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+
 	"github.com/hyp-project/hyp/internal/cache"
 	"github.com/hyp-project/hyp/internal/cluster"
+	"github.com/hyp-project/hyp/internal/httpbody"
 )
 
 // forwardBody is a chunk of n rows as a forward sink sends them: the bench's log rows with
@@ -45,10 +49,13 @@ func BenchmarkParseRows(b *testing.B) {
 }
 
 // encodingCluster does the CPU work of cluster.Store that depends on the rows' form: every
-// row through a cache.Encoder.
+// row through a cache.Encoder, unless the chunk came as records.
 type encodingCluster struct{}
 
 func (encodingCluster) Store(_ context.Context, ch cluster.Chunk) (cluster.Stored, error) {
+	if len(ch.Records) > 0 {
+		return cluster.Stored{Accepted: len(ch.Seqs)}, nil
+	}
 	enc := cache.NewEncoder()
 	defer enc.Release()
 	for i, row := range ch.Rows {
@@ -82,4 +89,71 @@ func BenchmarkClusterKeep(b *testing.B) {
 		ch.release()
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchRows), "ns/row")
+}
+
+// BenchmarkClusterKeepArrow is BenchmarkClusterKeep for the unit as an Arrow body: kept as it came (columnar), and, for comparison,
+// written as userJSON text and encoded again, as every Arrow body was before.
+func BenchmarkClusterKeepArrow(b *testing.B) {
+	rows := forwardBody(benchRows)
+	ch, rerr := parseRows(rows, 1, benchRows, userJSON, "")
+	if rerr != nil {
+		b.Fatal(rerr.Msg)
+	}
+	enc := cache.NewEncoder()
+	for i, row := range ch.all() {
+		if err := enc.Add(row, ch.seqs[i], ch.ats[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ch.release()
+	rec, err := enc.Record()
+	enc.Release()
+	if err != nil {
+		b.Fatal(err)
+	}
+	// As a forward sink writes it: buffers uncompressed, the body compressed as a whole
+	// (Content-Encoding), which httpbody undoes before the handler sees it.
+	var buf bytes.Buffer
+	w := ipc.NewWriter(&buf, ipc.WithSchema(rec.Schema()))
+	if err := w.Write(rec); err != nil {
+		b.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		b.Fatal(err)
+	}
+	body := buf.Bytes()
+	rec.Release()
+	sc, rerr := scanArrow(body, 64<<20)
+	if rerr != nil {
+		b.Fatal(rerr.Msg)
+	}
+	k := clusterKeeper{c: encodingCluster{}}
+	fw := forward{gateway: testGateway, source: testSource, first: 1, last: benchRows}
+	for _, bc := range []struct {
+		name     string
+		columnar bool
+	}{{"columnar", true}, {"text", false}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				var ch *chunk
+				if bc.columnar {
+					ch, rerr = parseArrow(body, sc, 1, benchRows, userJSON, "", httpbody.Meter{})
+				} else {
+					ch, rerr = decodeArrow(body, sc, 1, benchRows, userJSON, "", httpbody.Meter{})
+				}
+				if rerr != nil {
+					b.Fatal(rerr.Msg)
+				}
+				if bc.columnar && len(ch.recs) == 0 {
+					b.Fatal("the unit was not kept in the columnar form")
+				}
+				if _, err := k.keep(context.Background(), "logs", fw, ch); err != nil {
+					b.Fatal(err)
+				}
+				ch.release()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchRows), "ns/row")
+		})
+	}
 }

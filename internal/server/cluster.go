@@ -29,12 +29,18 @@ func NewClusterHandler(c Cluster, o Options) (http.Handler, error) {
 
 type clusterKeeper struct{ c Cluster }
 
-// keep hands the cluster each row's user fields as a JSON object of its own (parseRows
-// wrote them so); the cluster holds the per-key lock and the ledger.
+// keep hands the cluster the chunk's records (an Arrow body in the columnar form) or each
+// row's user fields as a JSON object of its own (parseRows wrote them so); the cluster
+// holds the per-key lock and the ledger.
 func (k clusterKeeper) keep(ctx context.Context, dataset string, fw forward, ch *chunk) (kept, error) {
 	// parseRows refused any row without its ingest time: the replica never stamps its own.
 	cc := cluster.Chunk{Gateway: fw.gateway, Incarnation: fw.incarnation, Dataset: dataset, Source: fw.source,
-		Rows: ch.all(), Seqs: ch.seqs, IngestedAt: ch.ats}
+		Seqs: ch.seqs, IngestedAt: ch.ats}
+	if len(ch.recs) > 0 {
+		cc.Records = ch.recs
+	} else {
+		cc.Rows = ch.all()
+	}
 	st, err := k.c.Store(ctx, cc)
 	var ie *cache.InputError
 	if errors.As(err, &ie) {

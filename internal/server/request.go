@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/httpbody"
 	"github.com/hyp-project/hyp/internal/jsonrow"
@@ -151,6 +153,11 @@ const (
 	// userJSON is a JSON object of the user fields only, their text as sent, for cluster
 	// mode's cache.Encoder.
 	userJSON
+	// columnar is what cluster mode asks of an Arrow body instead of userJSON when its
+	// columns allow (passThrough): the body's own batches, as the records cache.Encoder
+	// would build from those rows' userJSON text, so a replica never writes and parses
+	// each value's text again. parseArrow picks it; no handler asks for it.
+	columnar
 )
 
 // chunk is a validated body, already in the form its keeper stores.
@@ -163,6 +170,9 @@ type chunk struct {
 	framed bool     // each row in rows begins with rowform.BeginRow's frame (cacheRows)
 	kept   [][]byte // all's result
 	fresh  []byte   // freshBody's result when some rows are held
+	// recs are the rows in the columnar form, rows and ends then empty; the chunk holds a
+	// reference to each.
+	recs []arrow.RecordBatch
 }
 
 // Chunks are reused: a unit of a forward sink is a few MB of rows, and allocating that
@@ -179,11 +189,15 @@ const minRowBytes = len(`{"` + columns.SeqColumn + `":1}`)
 
 // release hands c back for reuse; neither it nor any row of it may be used afterwards.
 func (c *chunk) release() {
+	for _, r := range c.recs {
+		r.Release()
+	}
+	clear(c.recs)
 	if cap(c.rows) > maxPooledRows {
 		return
 	}
 	clear(c.kept) // so the pool does not hold row slices of the last body
-	*c = chunk{seqs: c.seqs[:0], rows: c.rows[:0], ends: c.ends[:0], ats: c.ats[:0], kept: c.kept[:0], fresh: c.fresh[:0]}
+	*c = chunk{seqs: c.seqs[:0], rows: c.rows[:0], ends: c.ends[:0], ats: c.ats[:0], kept: c.kept[:0], fresh: c.fresh[:0], recs: c.recs[:0]}
 	chunks.Put(c)
 }
 

@@ -1,0 +1,135 @@
+package server
+
+import (
+	"math"
+	"unicode/utf8"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/columns"
+	"github.com/hyp-project/hyp/internal/httpbody"
+	"github.com/hyp-project/hyp/internal/rowjson"
+)
+
+// A cluster replica stages forwarded rows as the records cache.Encoder builds from their
+// JSON text. An Arrow body's batches mostly are such records already: a sender's cache scan
+// made them under the same column rules. passThrough keeps a batch as it came when the
+// Encoder, given the batch's rows as userJSON text, would build the same columns with the
+// same values, and refuses it otherwise (the body is then decoded into rows, as before):
+//
+//   - every user column is string, int64, float64 or bool (a timestamp's text would be a
+//     string column, a large_string is a string column);
+//   - every string is valid UTF-8 (the text path writes U+FFFD for a bad byte);
+//   - every float64 is finite (the text path writes null for NaN and ±Inf);
+//   - no name twice, and no more columns than the Encoder takes before it overflows
+//     (cache.MaxColumns, one kept for columns.OverflowColumn);
+//   - a column with no value in the batch is left out (the Encoder never sees its name).
+//
+// The columns may come in another order than the Encoder's (the order in which the rows
+// first give them a value); a lake table resolves columns by name, so only a new table's
+// column order can differ. TestPassThroughMatchesEncoder holds the two paths together.
+
+// distinctNames reports whether no user column's name comes twice; a stream where one does
+// goes the text path, whose Encoder decides which value a row keeps.
+func distinctNames(cols []arrowColumn) bool {
+	seen := make(map[string]struct{}, len(cols))
+	for _, c := range cols {
+		if _, ok := seen[c.name]; ok {
+			return false
+		}
+		seen[c.name] = struct{}{}
+	}
+	return true
+}
+
+// passThrough returns the batch the decoder's columns are bound to (batch has checked its
+// seqs, times and overflow values) as the record cache.Encoder would build: the seq column,
+// the ingest times in microseconds, then the user columns with a value. errNotColumnar when
+// the Encoder would build something else.
+func (d *arrowDecoder) passThrough(rec arrow.RecordBatch, n int) (arrow.RecordBatch, *httpbody.Error) {
+	fields := make([]arrow.Field, 2, 2+len(d.cols))
+	fields[0] = arrow.Field{Name: columns.SeqColumn, Type: arrow.PrimitiveTypes.Int64, Nullable: false}
+	fields[1] = arrow.Field{Name: columns.IngestedAtColumn, Type: ingestedAtType, Nullable: false}
+	seqs := rec.Column(d.seqAt)
+	if seqs.Len() != n {
+		return nil, errNotColumnar
+	}
+	// The ingest times as the Encoder stamps them, whatever unit the sender chose: 8 bytes a
+	// row, charged like the rows' text would be.
+	if rerr := d.out.charge(8 * n); rerr != nil {
+		return nil, rerr
+	}
+	ats := append([]int64(nil), d.c.ats[len(d.c.ats)-n:]...) // d.c.ats is reused by the next chunk
+	data := array.NewData(ingestedAtType, n, []*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int64Traits.CastToBytes(ats))}, nil, 0, 0)
+	defer data.Release()
+	times := array.NewTimestampData(data)
+	defer times.Release()
+	cols := make([]arrow.Array, 2, 2+len(d.cols))
+	cols[0], cols[1] = seqs, times
+	user := 0
+	for j := range d.cols {
+		c := &d.cols[j]
+		arr := rec.Column(c.index)
+		if arr.Len() != n {
+			return nil, errNotColumnar
+		}
+		if arr.NullN() == n {
+			continue
+		}
+		ok := false
+		switch c.kind {
+		case rowjson.KindString:
+			ok = validStrings(c.str, n)
+		case rowjson.KindFloat64:
+			ok = c.finite(n)
+		case rowjson.KindInt64, rowjson.KindBool:
+			ok = true
+		}
+		if !ok {
+			return nil, errNotColumnar
+		}
+		if !c.overflow {
+			user++
+		}
+		fields = append(fields, arrow.Field{Name: c.name, Type: arr.DataType(), Nullable: true})
+		cols = append(cols, arr)
+	}
+	if user > cache.MaxColumns-1 {
+		return nil, errNotColumnar
+	}
+	return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, int64(n)), nil
+}
+
+// ingestedAtType is the Encoder's type of columns.IngestedAtColumn.
+var ingestedAtType = &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
+
+// validStrings reports whether each of the column's n values is valid UTF-8. One pass over
+// all the values' bytes and a look at where each value starts is enough: a value cut inside
+// a character either leaves the bytes as a whole invalid or starts the next value with a
+// continuation byte. Bytes under a null are looked at too, and only cost a text decode.
+func validStrings(s *array.String, n int) bool {
+	offs := s.ValueOffsets()
+	data := s.ValueBytes()
+	if !utf8.Valid(data[offs[0]:offs[n]]) {
+		return false
+	}
+	for _, o := range offs[:n] {
+		if int(o) < int(offs[n]) && data[o]&0xC0 == 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// finite reports whether each of the column's n values with a value is a finite number.
+func (c *arrowColumn) finite(n int) bool {
+	for i, f := range c.f64[:n] {
+		if math.IsNaN(f-f) && !c.null(i) {
+			return false
+		}
+	}
+	return true
+}
