@@ -34,7 +34,8 @@ SYSTEMD_DIR ?= /lib/systemd/system
 # transforms (internal/transform) run on: without it hyp does not build. grpcnotrace keeps gRPC (linked only for types, by gocloud's
 # retry package) from importing x/net/trace, whose html/template makes the linker keep every
 # exported method of every type: 20 MB of the binary.
-PATCHED_MODULES := iceberg-go=github.com/apache/iceberg-go arrow-go=github.com/apache/arrow-go/v18 duckdb-go=github.com/duckdb/duckdb-go/v2
+PATCHED_MODULES := iceberg-go=github.com/apache/iceberg-go arrow-go=github.com/apache/arrow-go/v18 duckdb-go=github.com/duckdb/duckdb-go/v2 \
+                   geoarrow-go=github.com/geoarrow/geoarrow-go
 BUILD_MOD := bin/mod/go.mod
 HYP_GOFLAGS = -modfile=$(CURDIR)/$(BUILD_MOD) -tags=grpcnotrace,duckdb_arrow
 # go test and go vet, and the `go build` of cmd/hyp's end-to-end tests, get them from GOFLAGS.
