@@ -30,15 +30,16 @@ SYSTEMD_DIR ?= /lib/systemd/system
 # of code paged in, and arrow/flight's protobuf descriptors, which pqarrow no longer links), stop
 # duckdb-go's Arrow views from leaking a schema per statement (sinks' transforms), and keep
 # out of the binary code hyp never runs (issue 26: arrow's arithmetic kernels, the Brotli
-# codec, goccy/go-json, the MySQL/SQL Server/Oracle catalog dialects, Substrait; each patch
-# file says what and why). A plain
+# codec, goccy/go-json, the MySQL/SQL Server/Oracle catalog dialects, Substrait, gRPC; each
+# patch file says what and why). A plain
 # `go build -tags=duckdb_arrow` still works, without the patches. A patch must apply exactly: after an upgrade of its
 # module, redo it or drop it. duckdb_arrow gives duckdb-go's Arrow interface, which sinks'
-# transforms (internal/transform) run on: without it hyp does not build. grpcnotrace keeps gRPC (linked only for types, by gocloud's
+# transforms (internal/transform) run on: without it hyp does not build. grpcnotrace kept gRPC (linked only for types, by gocloud's
 # retry package) from importing x/net/trace, whose html/template makes the linker keep every
-# exported method of every type: 20 MB of the binary.
+# exported method of every type: 20 MB of the binary. gocloud's patch now keeps gRPC out
+# altogether; the tag stays so that a dependency bringing it back does not bring that too.
 PATCHED_MODULES := iceberg-go=github.com/apache/iceberg-go arrow-go=github.com/apache/arrow-go/v18 duckdb-go=github.com/duckdb/duckdb-go/v2 \
-                   geoarrow-go=github.com/geoarrow/geoarrow-go
+                   geoarrow-go=github.com/geoarrow/geoarrow-go gocloud=gocloud.dev
 BUILD_MOD := bin/mod/go.mod
 HYP_GOFLAGS = -modfile=$(CURDIR)/$(BUILD_MOD) -tags=grpcnotrace,duckdb_arrow
 # go test and go vet, and the `go build` of cmd/hyp's end-to-end tests, get them from GOFLAGS.
@@ -64,7 +65,7 @@ $(BUILD_MOD): go.mod go.sum $(wildcard patches/*.patch)
 
 # The shipped binary's budget: no package init that allocates more than 4 MB before main
 # (what iceberg-go's Substrait catalogue did), and at most 100 MB (issue 26), so that growth
-# fails here; today 98.4 MB, of which DuckDB's C++ is ~52 MB with its unwind tables and data.
+# fails here; today 97.7 MB, of which DuckDB's C++ is ~52 MB with its unwind tables and data.
 MAX_BIN_BYTES  ?= 100000000
 MAX_INIT_BYTES ?= 4000000
 binary-check: build
