@@ -12,7 +12,7 @@ import (
 
 // Cluster is cluster mode's shared store (SPEC 5); *cluster.Cluster implements it. Store
 // must be durable on return, report bad rows as *cache.InputError, and not retain ch.Rows
-// once it returns (they alias a reused request buffer). It may hold the request until the
+// once it returns (they alias a reused request buffer); ch.Records it keeps it Retains. It may hold the request until the
 // chunks of a short window are stored together, so answers wait for that group.
 type Cluster interface {
 	Store(ctx context.Context, ch cluster.Chunk) (cluster.Stored, error)
