@@ -251,7 +251,11 @@ func (c *Cluster) finishIntents(ctx context.Context) (map[string]bool, error) {
 		}
 		c.metrics.commits.WithLabelValues(result).Inc()
 		c.metrics.commitSeconds.Observe(time.Since(start).Seconds())
-		c.log.Info("cluster: committed staged files", "dataset", in.dataset, "commit", in.id, "files", len(sc.Paths), "rows", res.Rows, "already", res.Already)
+		c.log.Info("cluster: committed staged files", "dataset", in.dataset, "commit", in.id, "staged_files", len(sc.Paths),
+			"files", res.Files, "merged", res.Merged, "rows", res.Rows, "already", res.Already)
+		if res.Leftover > 0 {
+			c.log.Warn("cluster: merged staged files could not be removed; table upkeep removes them as orphans", "dataset", in.dataset, "files", res.Leftover)
+		}
 	}
 	return finished, nil
 }

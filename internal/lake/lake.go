@@ -413,6 +413,10 @@ type Result struct {
 	Rows     int64
 	Bytes    int64
 	Already  bool // a recovering commit found its id already in the table: nothing was added
+	// Merged counts the small staged files whose rows a staged commit added in merged
+	// files instead (merge.go); Files counts what the snapshot added. Leftover counts
+	// those that could not be removed after the commit: orphans the table's upkeep removes.
+	Merged, Leftover int
 }
 
 // Commit is one table commit: every batch's rows in one snapshot.

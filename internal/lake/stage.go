@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	iofs "io/fs"
 	"maps"
 	"slices"
 	"strconv"
@@ -59,8 +61,21 @@ func (l *Lake) Stage(ctx context.Context, dataset string, batches []Batch, id uu
 		}
 		recs = append(recs, r...)
 	}
-	recs = unify(recs)
-	var out []StagedFile
+	files, err := writeUnified(ctx, tbl, unify(recs), id)
+	if err != nil {
+		return nil, fmt.Errorf("stage %d batches in %s: %w", len(batches), tbl.Location(), err)
+	}
+	out := make([]StagedFile, len(files))
+	for i, f := range files {
+		out[i] = StagedFile{Path: f.FilePath(), Rows: f.Count(), Bytes: f.FileSizeBytes()}
+	}
+	return out, nil
+}
+
+// writeUnified writes records unify ordered, a run of one schema at a time, the files of
+// run i named by stageRunUUID(id, i). It releases the records.
+func writeUnified(ctx context.Context, tbl *table.Table, recs []arrow.RecordBatch, id uuid.UUID) ([]iceberg.DataFile, error) {
+	var out []iceberg.DataFile
 	for run := 0; len(recs) > 0; run++ {
 		n := 1
 		for n < len(recs) && recs[n].Schema().Equal(recs[0].Schema()) {
@@ -70,11 +85,9 @@ func (l *Lake) Stage(ctx context.Context, dataset string, batches []Batch, id uu
 		recs = recs[n:]
 		if err != nil {
 			releaseAll(recs)
-			return nil, fmt.Errorf("stage %d batches in %s: %w", len(batches), tbl.Location(), err)
+			return nil, err
 		}
-		for _, f := range files {
-			out = append(out, StagedFile{Path: f.FilePath(), Rows: f.Count(), Bytes: f.FileSizeBytes()})
-		}
+		out = append(out, files...)
 	}
 	return out, nil
 }
@@ -227,6 +240,10 @@ func (l *Lake) CommitStaged(ctx context.Context, c StagedCommit) (Result, error)
 	if err := g.Wait(); err != nil {
 		return Result{}, err
 	}
+	files, replaced, err := mergeSmall(ctx, tbl, c.ID, files)
+	if err != nil {
+		return Result{}, fmt.Errorf("commit staged files to %s.%s: %w", l.ns[0], c.Dataset, err)
+	}
 	for _, df := range files {
 		res.Files++
 		res.Rows += df.Count()
@@ -241,6 +258,18 @@ func (l *Lake) CommitStaged(ctx context.Context, c StagedCommit) (Result, error)
 	if already {
 		return Result{Already: true}, err
 	}
+	if err != nil {
+		return res, err
+	}
 	res.Snapshot = snap
-	return res, err
+	res.Merged = len(replaced)
+	// The merged files hold the replaced ones' rows in the snapshot that just landed, so
+	// nothing will ever read these; one left by a failure here is an orphan the table's
+	// upkeep removes.
+	for _, p := range replaced {
+		if err := fsys.Remove(p); err != nil && !errors.Is(err, iofs.ErrNotExist) {
+			res.Leftover++
+		}
+	}
+	return res, nil
 }

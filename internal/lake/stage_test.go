@@ -56,8 +56,15 @@ func TestStagedFilesCommitOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Already || res.Rows != 12 || res.Files != 4 {
-		t.Fatalf("commit = %+v, want 12 rows in 4 files", res)
+	// Two replicas staged a file per day each: the commit merges the four small files
+	// into one per day, and removes them once the snapshot holding the merge landed.
+	if res.Already || res.Rows != 12 || res.Files != 2 || res.Merged != 4 || res.Leftover != 0 {
+		t.Fatalf("commit = %+v, want 12 rows in 2 files merging 4", res)
+	}
+	for _, p := range paths {
+		if _, err := os.Stat(strings.TrimPrefix(p, "file://")); !os.IsNotExist(err) {
+			t.Errorf("merged staged file %s is still there (%v)", p, err)
+		}
 	}
 	again, err := b.CommitStaged(ctx, c) // the committer's successor resolving the same intent
 	if err != nil {
@@ -67,8 +74,8 @@ func TestStagedFilesCommitOnce(t *testing.T) {
 		t.Fatalf("the same commit id was committed twice: %+v", again)
 	}
 	files, rows := liveFiles(t, a)
-	if rows != 12 || len(files) != 4 {
-		t.Fatalf("table holds %d rows in %d files, want 12 in 4", rows, len(files))
+	if rows != 12 || len(files) != 2 {
+		t.Fatalf("table holds %d rows in %d files, want 12 in 2", rows, len(files))
 	}
 	for p, n := range files {
 		if n != 1 {
@@ -109,8 +116,8 @@ func TestStagedFilesCommitOnce(t *testing.T) {
 			t.Errorf("abandoned file %s is still there (%v)", f.Path, err)
 		}
 	}
-	if files, rows := liveFiles(t, a); rows != 12 || len(files) != 4 {
-		t.Fatalf("after RemoveStaged the table holds %d rows in %d files, want 12 in 4", rows, len(files))
+	if files, rows := liveFiles(t, a); rows != 12 || len(files) != 2 {
+		t.Fatalf("after RemoveStaged the table holds %d rows in %d files, want 12 in 2", rows, len(files))
 	}
 }
 
