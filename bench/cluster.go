@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,7 +43,12 @@ func clusterRun(bin, minioBin string, gateways, rows, replicas int, groupBytes i
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	keep := false // a run that does not finish keeps its directory (the processes' logs)
+	defer func() {
+		if !keep {
+			os.RemoveAll(dir)
+		}
+	}()
 	pgURI, stopPG, err := startPostgres()
 	if err != nil {
 		return err
@@ -124,15 +130,21 @@ func clusterRun(bin, minioBin string, gateways, rows, replicas int, groupBytes i
 	total := int64(gateways * rows)
 	var first, stored, committed time.Time
 	maxLag := 0.0
+	var last cluster.Report
 	for committed.IsZero() {
-		if time.Since(start) > 10*time.Minute {
-			return fmt.Errorf("not everything stored and committed after 10 minutes")
+		// A run takes well under a minute here; one that has not finished in three is stuck,
+		// and what it was doing is worth more than waiting longer.
+		if time.Since(start) > 3*time.Minute {
+			keep = true
+			return fmt.Errorf("not everything stored and committed after 3 minutes; the processes' logs are in %s (stderr.log in each home); %s",
+				dir, stuck(last, int64(rows)))
 		}
 		time.Sleep(250 * time.Millisecond)
 		rep, err := cluster.Status(ctx, pgURI)
 		if err != nil {
 			continue
 		}
+		last = rep
 		var s, staged int64
 		for _, g := range rep.Gateways {
 			s += g.RowsStored
@@ -264,8 +276,28 @@ type proc struct {
 	once sync.Once
 }
 
+// stuck says what a run that did not finish had not done: the committer, and each gateway
+// short of its rows or with rows staged but not committed.
+func stuck(rep cluster.Report, rows int64) string {
+	out := fmt.Sprintf("committer %q", rep.Committer)
+	for _, g := range rep.Gateways {
+		if g.RowsStored < rows || g.RowsStaged > 0 {
+			out += fmt.Sprintf("; %s stored %d, staged %d, last seen %s", g.Gateway, g.RowsStored, g.RowsStaged, g.LastSeen.Format(time.RFC3339Nano))
+		}
+	}
+	return out
+}
+
+// startProc starts cmd, its stderr (the process's log) going to stderr.log beside its home's
+// hyp.yaml, and waits until it answers on addr.
 func startProc(cmd *exec.Cmd, addr string) (*proc, error) {
-	cmd.Stderr = nil
+	home := cmd.Args[slices.Index(cmd.Args, "--home")+1]
+	logf, err := os.OpenFile(filepath.Join(home, "stderr.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close() // the child has its own descriptor
+	cmd.Stderr = logf
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
