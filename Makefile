@@ -146,7 +146,8 @@ soak: tools build
 # module proxy (~3 min), then both run alternately, on the quiet machine and again with a CPU
 # hog (HOG=1), and the ratios are printed. DUR and REPS (default 15s, 2) set the length;
 # figures go to docs/PERFORMANCE.md. Then the forward figure (bench/peers/forward.sh): a
-# backlog the generator ingested, forwarded to a local `hyp server`.
+# backlog the generator ingested, forwarded to a local `hyp server`; and the cluster figure
+# (bench/cluster.go: 50 gateways to one and two replicas over PostgreSQL and MinIO).
 # First the start-up and idle figures (bench/startup.sh): binary size, `hyp --help`, start to
 # /healthz, idle RSS.
 # Then a sink transform's throughput and fixed cost per Apply (internal/transform's
@@ -154,16 +155,17 @@ soak: tools build
 # Last, one table of the lean-agent figures against their targets (bench/table.py).
 PEERS_DIR := $(HOME)/.cache/hyp-tools/peers
 BENCH_OUT := $(CURDIR)/bin/bench
-bench: build $(PEERS_DIR)/otelcol
+bench: build $(PEERS_DIR)/otelcol $(HYP_MINIO_BIN) postgres
 	rm -rf $(BENCH_OUT) && mkdir -p $(BENCH_OUT)
 	HYP=$(CURDIR)/$(BIN) JSON=$(BENCH_OUT)/startup.json bench/startup.sh
 	cd bench/peers/load && $(GO) build -o $(PEERS_DIR)/load/bin/ ./cmd/...
 	cp -r bench/peers/configs $(PEERS_DIR)/
 	PEERS=$(PEERS_DIR) HYP=$(CURDIR)/$(BIN) OUT=$(BENCH_OUT)/quiet bench/peers/sbs.sh
 	PEERS=$(PEERS_DIR) HYP=$(CURDIR)/$(BIN) OUT=$(BENCH_OUT)/busy HOG=1 bench/peers/sbs.sh
-	PEERS=$(PEERS_DIR) HYP=$(CURDIR)/$(BIN) bench/peers/forward.sh
+	PEERS=$(PEERS_DIR) HYP=$(CURDIR)/$(BIN) OUT=$(BENCH_OUT)/forward bench/peers/forward.sh
+	$(HYPGO) run ./bench -only cluster -bin $(CURDIR)/$(BIN) -minio $(HYP_MINIO_BIN) -cluster-json $(BENCH_OUT)/cluster.json
 	$(HYPGO) test -run '^$$$$' -bench 'BenchmarkApply' -benchtime 300x ./internal/transform
-	python3 bench/table.py $(BENCH_OUT)/startup.json $(BENCH_OUT)/quiet $(BENCH_OUT)/busy
+	python3 bench/table.py $(BENCH_OUT)/startup.json $(BENCH_OUT)/quiet $(BENCH_OUT)/busy $(BENCH_OUT)/forward $(BENCH_OUT)/cluster.json
 
 $(PEERS_DIR)/otelcol:
 	mkdir -p $(PEERS_DIR) && cp -r bench/peers/. $(PEERS_DIR)/ && PEERS=$(PEERS_DIR) $(PEERS_DIR)/build.sh

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -28,20 +29,51 @@ import (
 // largest commit lag seen, rows stored twice (read back by lakeread), the CPU seconds of the
 // replicas and of the daemons, and, with two replicas, how long the cluster goes without a
 // committer when the committer is killed -9.
-func clusterBench(bin, minioBin string, gateways, rows int, groupBytes int64) error {
+//
+// With jsonPath set it also writes the figures there, one clusterFigure per replica count,
+// for bench/table.py.
+func clusterBench(bin, minioBin string, gateways, rows int, groupBytes int64, jsonPath string) error {
+	var figs []clusterFigure
 	for _, replicas := range []int{1, 2} {
-		if err := clusterRun(bin, minioBin, gateways, rows, replicas, groupBytes); err != nil {
+		fig, err := clusterRun(bin, minioBin, gateways, rows, replicas, groupBytes)
+		if err != nil {
 			return fmt.Errorf("%d replicas: %w", replicas, err)
 		}
+		figs = append(figs, fig)
 	}
-	return nil
+	if jsonPath == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(figs, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(jsonPath, append(b, '\n'), 0o644)
 }
 
-func clusterRun(bin, minioBin string, gateways, rows, replicas int, groupBytes int64) error {
+// clusterCommitInterval is the replicas' commit_interval: issue 28 bounds the commit lag by
+// twice it.
+const clusterCommitInterval = 5 * time.Second
+
+// clusterFigure is one run of the cluster figure.
+type clusterFigure struct {
+	Gateways          int     `json:"gateways"`
+	Replicas          int     `json:"replicas"`
+	Rows              int64   `json:"rows"`
+	RowsPerSecond     float64 `json:"rows_per_s"`
+	MaxCommitLagS     float64 `json:"max_commit_lag_s"`
+	CommitIntervalS   float64 `json:"commit_interval_s"`
+	StoredTwice       int     `json:"stored_twice"`
+	StagedFilesPer1M  float64 `json:"staged_files_per_million_rows"`
+	ReplicaCPUPer1M   float64 `json:"replica_cpu_s_per_million_rows"`
+	GatewayCPUSeconds float64 `json:"gateway_cpu_s"`
+}
+
+func clusterRun(bin, minioBin string, gateways, rows, replicas int, groupBytes int64) (fig clusterFigure, err error) {
 	ctx := context.Background()
 	dir, err := os.MkdirTemp("", "hyp-bench-cluster-")
 	if err != nil {
-		return err
+		return fig, err
 	}
 	keep := false // a run that does not finish keeps its directory (the processes' logs)
 	defer func() {
@@ -51,17 +83,17 @@ func clusterRun(bin, minioBin string, gateways, rows, replicas int, groupBytes i
 	}()
 	pgURI, stopPG, err := startPostgres()
 	if err != nil {
-		return err
+		return fig, err
 	}
 	defer stopPG()
 	endpoint, stopMinIO, err := startMinIO(minioBin, filepath.Join(dir, "minio"))
 	if err != nil {
-		return err
+		return fig, err
 	}
 	defer stopMinIO()
 	tokens := filepath.Join(dir, "tokens")
 	if err := os.WriteFile(tokens, []byte("bench-token\n"), 0o600); err != nil {
-		return err
+		return fig, err
 	}
 
 	// The backlog first, with no sink, so every gateway starts forwarding at once later.
@@ -85,7 +117,7 @@ func clusterRun(bin, minioBin string, gateways, rows, replicas int, groupBytes i
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("ingest the backlog: %w", err)
+		return fig, fmt.Errorf("ingest the backlog: %w", err)
 	}
 
 	var rs []*proc
@@ -93,16 +125,16 @@ func clusterRun(bin, minioBin string, gateways, rows, replicas int, groupBytes i
 	for i := range replicas {
 		home := filepath.Join(dir, fmt.Sprintf("replica-%d", i))
 		os.Mkdir(home, 0o700)
-		cfg := fmt.Sprintf("ingest:\n  listen: %s\nsinks: {}\nserver:\n  cluster:\n    postgres: %q\n    commit_interval: 5s\n    group_bytes: %d\n    lake:\n"+
+		cfg := fmt.Sprintf("ingest:\n  listen: %s\nsinks: {}\nserver:\n  cluster:\n    postgres: %q\n    commit_interval: %s\n    group_bytes: %d\n    lake:\n"+
 			"      catalog: {type: sql, uri: %q}\n      warehouse: s3://bench/lake\n      s3: {region: us-east-1, endpoint: %q, force_path_style: true}\n",
-			freeAddr(), pgURI, groupBytes, pgURI, endpoint)
+			freeAddr(), pgURI, clusterCommitInterval, groupBytes, pgURI, endpoint)
 		if err := os.WriteFile(filepath.Join(home, "hyp.yaml"), []byte(cfg), 0o600); err != nil {
-			return err
+			return fig, err
 		}
 		addr := freeAddr()
 		p, err := startProc(exec.Command("taskset", "-c", strconv.Itoa(i%2), bin, "server", "--home", home, "--listen", addr, "--token-file", tokens), addr)
 		if err != nil {
-			return err
+			return fig, err
 		}
 		defer p.term()
 		rs = append(rs, p)
@@ -124,7 +156,7 @@ func clusterRun(bin, minioBin string, gateways, rows, replicas int, groupBytes i
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("start the gateways: %w", err)
+		return fig, fmt.Errorf("start the gateways: %w", err)
 	}
 
 	total := int64(gateways * rows)
@@ -136,7 +168,7 @@ func clusterRun(bin, minioBin string, gateways, rows, replicas int, groupBytes i
 		// and what it was doing is worth more than waiting longer.
 		if time.Since(start) > 3*time.Minute {
 			keep = true
-			return fmt.Errorf("not everything stored and committed after 3 minutes; the processes' logs are in %s (stderr.log in each home); %s",
+			return fig, fmt.Errorf("not everything stored and committed after 3 minutes; the processes' logs are in %s (stderr.log in each home); %s",
 				dir, stuck(last, int64(rows)))
 		}
 		time.Sleep(250 * time.Millisecond)
@@ -172,13 +204,17 @@ func clusterRun(bin, minioBin string, gateways, rows, replicas int, groupBytes i
 
 	lakeRows, twice, err := lakeDuplicates(ctx, pgURI, endpoint)
 	if err != nil {
-		return err
+		return fig, err
 	}
 	files, groups, err := stagedFiles(ctx, pgURI)
 	if err != nil {
-		return err
+		return fig, err
 	}
 	window := stored.Sub(first)
+	fig = clusterFigure{Gateways: gateways, Replicas: replicas, Rows: total, RowsPerSecond: float64(total) / window.Seconds(),
+		MaxCommitLagS: maxLag, CommitIntervalS: clusterCommitInterval.Seconds(), StoredTwice: twice,
+		StagedFilesPer1M: float64(files) * 1e6 / float64(total), ReplicaCPUPer1M: replicaCPU.Seconds() * 1e6 / float64(total),
+		GatewayCPUSeconds: gatewayCPU.Seconds()}
 	fmt.Printf("cluster: %d gateways x %d rows -> %d replica(s) (taskset one core each), MinIO + PostgreSQL: %.0f rows/s stored (%d rows in %s from the first stored row; %s from the gateways' start), all committed %s later, largest commit lag %.1fs; lake holds %d rows, %d stored twice; %d staged data files (%.1f per 1M rows) from %d groups; CPU: replicas %.1fs (%.2f per 1M rows), gateways %.1fs\n",
 		gateways, rows, replicas, float64(total)/window.Seconds(), total, window.Round(time.Millisecond), stored.Sub(start).Round(time.Millisecond),
 		committed.Sub(stored).Round(time.Millisecond), maxLag, lakeRows, twice, files, float64(files)*1e6/float64(total), groups,
@@ -186,11 +222,11 @@ func clusterRun(bin, minioBin string, gateways, rows, replicas int, groupBytes i
 	if replicas > 1 {
 		d, err := committerFailover(ctx, pgURI, rs)
 		if err != nil {
-			return err
+			return fig, err
 		}
 		fmt.Printf("cluster: the committer killed -9: another replica held the committer lock %s later\n", d.Round(time.Millisecond))
 	}
-	return nil
+	return fig, nil
 }
 
 // committerFailover kills the committer among rs and times until another replica holds

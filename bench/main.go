@@ -57,6 +57,7 @@ func main() {
 	clusterGateways := flag.Int("cluster-gateways", 50, "machines forwarding to the cluster figure's replicas (0 skips)")
 	clusterRows := flag.Int("cluster-rows", 20_000, "rows of each machine's backlog in the cluster figure")
 	clusterGroupBytes := flag.Int64("cluster-group-bytes", 0, "the replicas' server.cluster.group_bytes in the cluster figure (0: the default)")
+	clusterJSON := flag.String("cluster-json", "", "also write the cluster figures to this file, for bench/table.py")
 	only := flag.String("only", "", "run one section: ingest, scan, sinks, blob, iceberg, tick, trickle, many, edge, wide, compactwait or cluster")
 	flag.Parse()
 	fmt.Printf("machine: %d CPUs, %s/%s, %s\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, time.Now().UTC().Format(time.RFC3339))
@@ -80,7 +81,9 @@ func main() {
 		{"edge", func() error { return edgeBench(*bin, edge) }},
 		{"wide", func() error { return wideBench(*bin, *wideFields, *widePerReq) }},
 		{"compactwait", func() error { return compactWaitBench(*compactRows) }},
-		{"cluster", func() error { return clusterBench(*bin, *minioBin, *clusterGateways, *clusterRows, *clusterGroupBytes) }},
+		{"cluster", func() error {
+			return clusterBench(*bin, *minioBin, *clusterGateways, *clusterRows, *clusterGroupBytes, *clusterJSON)
+		}},
 	}
 	for _, s := range sections {
 		if *only != "" && *only != s.name {

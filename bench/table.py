@@ -4,7 +4,12 @@ figures (bench/startup.sh JSON=...), and hyp beside the OpenTelemetry Collector 
 machine and with a CPU hog (bench/peers/sbs.sh OUT=... and HOG=1 OUT=...), each with its
 target. Ratios are of medians over the runs; a peak RSS must hold in every run.
 
-Usage: bench/table.py STARTUP.json QUIET_DIR BUSY_DIR
+With FORWARD_DIR (bench/peers/forward.sh OUT=...) and CLUSTER.json (`bench -only cluster
+-cluster-json ...`) it prints a second table, the central tier's figures against issue 28's
+targets: the forward's CPU and rate against the daemon's own NDJSON ingest in the same run, and
+the cluster figure.
+
+Usage: bench/table.py STARTUP.json QUIET_DIR BUSY_DIR [FORWARD_DIR CLUSTER.json]
 """
 import glob
 import json
@@ -73,6 +78,37 @@ def main():
     print("|---|---|---|---|---|")
     for name, q, b, target, met in rows:
         print(f"| {name} | {q} | {b} | {target} | {'yes' if met else '**no**'} |")
+    if len(sys.argv) > 5:
+        central(sys.argv[4], sys.argv[5])
+
+
+def central(forward_dir, cluster_path):
+    """The central tier's table (issue 28): medians over forward.sh's runs, each run's ratios
+    taken against that run's own ingest; the cluster figure's one- and two-replica runs."""
+    rows = []  # (figure, value, target, met)
+    fw = [json.load(open(f)) for f in sorted(glob.glob(os.path.join(forward_dir, "forward-*.json")))]
+    if fw:
+        def ratio(key, base):
+            return statistics.median(r[key] / r[base] for r in fw)
+        srv, snd = ratio("server_cpu_s_per_million", "ingest_cpu_s_per_million"), ratio("sender_cpu_s_per_million", "ingest_cpu_s_per_million")
+        rate = ratio("forward_rows_per_s", "ingest_records_per_s")
+        ing = med(fw, "ingest_cpu_s_per_million")
+        rows.append(("server CPU per 1M forwarded rows / daemon's NDJSON ingest CPU per 1M", f"{srv:.2f}× ({med(fw, 'server_cpu_s_per_million'):.2f} vs {ing:.2f})", "≤0.6×", srv <= 0.6))
+        rows.append(("sender CPU per 1M / ingest CPU per 1M", f"{snd:.2f}× ({med(fw, 'sender_cpu_s_per_million'):.2f} vs {ing:.2f})", "≤0.5×", snd <= 0.5))
+        rows.append(("backlog drain to a local `hyp server` / ingest rate", f"{rate:.2f}× ({med(fw, 'forward_rows_per_s'):,.0f} vs {med(fw, 'ingest_records_per_s'):,.0f} rows/s)", "≥1.0×", rate >= 1.0))
+    figs = json.load(open(cluster_path)) if os.path.exists(cluster_path) else []
+    for f in figs:
+        who = f"{f['gateways']} gateways, {f['replicas']} replica(s)"
+        if f["replicas"] == 1:
+            rows.append((f"cluster rows/s stored, {who}", f"{f['rows_per_s']:,.0f} ({f['replica_cpu_s_per_million_rows']:.2f} replica CPU-s per 1M)", "≥400,000", f["rows_per_s"] >= 400_000))
+        rows.append((f"cluster staged data files per 1M rows, {who}", f"{f['staged_files_per_million_rows']:.1f}", "≤20", f["staged_files_per_million_rows"] <= 20))
+        rows.append((f"cluster largest commit lag, {who}", f"{f['max_commit_lag_s']:.1f} s", f"≤{2 * f['commit_interval_s']:.0f} s", f["max_commit_lag_s"] <= 2 * f["commit_interval_s"]))
+        rows.append((f"cluster rows stored twice, {who}", f"{f['stored_twice']}", "0", f["stored_twice"] == 0))
+    print()
+    print("| central tier (issue 28) | value | target | met |")
+    print("|---|---|---|---|")
+    for name, v, target, met in rows:
+        print(f"| {name} | {v} | {target} | {'yes' if met else '**no**'} |")
 
 
 if __name__ == "__main__":

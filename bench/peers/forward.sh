@@ -56,7 +56,7 @@ EOF
   curl -s http://127.0.0.1:4318/metrics > "$OUT/steps1-$rep.txt"
   curl -s http://127.0.0.1:4319/metrics > "$OUT/server-steps-$rep.txt"
   kill -TERM $dpid $spid; wait $dpid $spid 2>/dev/null
-  python3 - "$OUT/ingest-$rep.json" "$OUT/null-$rep" "$OUT/run-$rep" "$COMP" "$OUT/steps0-$rep.txt" "$OUT/steps1-$rep.txt" "$OUT/server-steps-$rep.txt" <<'PY'
+  python3 - "$OUT/ingest-$rep.json" "$OUT/null-$rep" "$OUT/run-$rep" "$COMP" "$OUT/steps0-$rep.txt" "$OUT/steps1-$rep.txt" "$OUT/server-steps-$rep.txt" "$OUT/forward-$rep.json" <<'PY'
 import json, re, sys
 ing = json.load(open(sys.argv[1]))
 def fwd(prefix):
@@ -74,6 +74,10 @@ print(f"ingest {ing['records_per_s']:>9,.0f} rec/s (hyp {ing['target_cpu_s_per_m
       f"forward {sys.argv[4]} {rate:>9,.0f} rows/s ({run['rows']} rows, {run['units']} units, {run['bytes'] / max(run['rows'], 1):.1f} bytes/row; "
       f"sender {send:.2f} CPU-s/1M, server {serve:.2f})   "
       f"sender alone {nrate:>9,.0f} rows/s ({nsend:.2f} CPU-s/1M)   RATIO forward/ingest {rate / ing['records_per_s']:.2f}")
+# The figures bench/table.py reads (issue 28's targets), one file per run.
+json.dump({"ingest_records_per_s": ing["records_per_s"], "ingest_cpu_s_per_million": ing["target_cpu_s_per_million_records"],
+           "forward_rows_per_s": rate, "sender_cpu_s_per_million": send, "server_cpu_s_per_million": serve,
+           "sender_alone_rows_per_s": nrate, "bytes_per_row": run["bytes"] / max(run["rows"], 1)}, open(sys.argv[8], "w"))
 # Mean time per unit in each step during the forward to the server: the sender's from the
 # difference of the daemon's hyp_sink_unit_step_seconds before and after it, the server's
 # from its hyp_server_chunk_step_seconds (it served only that forward).
