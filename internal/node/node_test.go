@@ -25,16 +25,7 @@ func TestCacheMetricsFoldTheSmallest(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			home := t.TempDir()
-			cfg, err := config.Parse(home, []byte("sinks: {}\n"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			n, err := Open(ctx, home, cfg, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer n.Close(ctx)
+			n := openNode(t, "sinks: {}\n")
 			var total, foldedRows, foldedHead int64
 			// Source i holds i+1 rows, ingested from the largest down, so the smallest (the
 			// folded ones) hold the highest seqs.
@@ -98,4 +89,20 @@ func TestCacheMetricsFoldTheSmallest(t *testing.T) {
 			}
 		})
 	}
+}
+
+// openNode opens a Node on a new home with yaml as its config; the test closes it.
+func openNode(t *testing.T, yaml string) *Node {
+	t.Helper()
+	home := t.TempDir()
+	cfg, err := config.Parse(home, []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := Open(context.Background(), home, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close(context.Background()) })
+	return n
 }

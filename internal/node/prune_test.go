@@ -11,7 +11,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/hyp-project/hyp/internal/cache"
-	"github.com/hyp-project/hyp/internal/config"
 )
 
 // Retention's protocol end to end in one process: rows max_age removes before the sink
@@ -19,17 +18,7 @@ import (
 // nothing, and the metrics count what went.
 func TestPruneTurnsForcedLossesIntoGaps(t *testing.T) {
 	ctx := context.Background()
-	home := t.TempDir()
-	yaml := fmt.Sprintf("cache:\n  retention:\n    default: 1h\n    max_age: 1s\nsinks:\n  files:\n    type: blob\n    format: jsonl\n    destination: {type: local-fs, path: %q}\n    schedule: \"@every 1h\"\n", t.TempDir())
-	cfg, err := config.Parse(home, []byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := Open(ctx, home, cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close(ctx)
+	n := openNode(t, fmt.Sprintf("cache:\n  retention:\n    default: 1h\n    max_age: 1s\nsinks:\n  files:\n    type: blob\n    format: jsonl\n    destination: {type: local-fs, path: %q}\n    schedule: \"@every 1h\"\n", t.TempDir()))
 	in, err := n.Ingest("logs", "web", []byte(`{"a":1}`+"\n"+`{"a":2}`+"\n"+`{"a":3}`+"\n"))
 	if err != nil {
 		t.Fatal(err)
