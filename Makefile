@@ -21,7 +21,7 @@ export HYP_PROMTOOL_BIN ?= $(PROMTOOL)
 PREFIX      ?= /usr/local
 SYSTEMD_DIR ?= /lib/systemd/system
 
-.PHONY: build run test binary-check tools postgres systemd-analyze install soak fuzz bench clean
+.PHONY: build build-failpoints run test binary-check tools postgres systemd-analyze install soak fuzz bench clean
 
 # Every build and test of hyp compiles against bin/mod/go.mod: go.mod plus replaces of the
 # modules in PATCHED_MODULES by copies patched with patches/NAME.patch, which keep their
@@ -41,7 +41,8 @@ SYSTEMD_DIR ?= /lib/systemd/system
 PATCHED_MODULES := iceberg-go=github.com/apache/iceberg-go arrow-go=github.com/apache/arrow-go/v18 duckdb-go=github.com/duckdb/duckdb-go/v2 \
                    geoarrow-go=github.com/geoarrow/geoarrow-go gocloud=gocloud.dev
 BUILD_MOD := bin/mod/go.mod
-HYP_GOFLAGS = -modfile=$(CURDIR)/$(BUILD_MOD) -tags=grpcnotrace,duckdb_arrow
+HYP_TAGS := grpcnotrace,duckdb_arrow
+HYP_GOFLAGS = -modfile=$(CURDIR)/$(BUILD_MOD) -tags=$(HYP_TAGS)
 # go test and go vet, and the `go build` of cmd/hyp's end-to-end tests, get them from GOFLAGS.
 HYPGO = GOFLAGS="$$($(GO) env GOFLAGS) $(HYP_GOFLAGS)" $(GO)
 # The shipped binary is stripped, and leaves DuckDB's C++ symbols out of the dynamic symbol
@@ -51,6 +52,13 @@ LDFLAGS := -s -w -extldflags=-Wl,--no-export-dynamic
 
 build: $(BUILD_MOD)
 	$(GO) build $(HYP_GOFLAGS) -trimpath -ldflags='$(LDFLAGS)' -o $(BIN) ./cmd/hyp
+
+# The crash tests' binary: the shipped one plus the HYP_FAILPOINT switch, which only a build
+# with the failpoints tag has (internal/failpoint), so no shipped process can be made to kill
+# itself. The end-to-end tests run it only for a process they start with HYP_FAILPOINT set.
+ARMED_BIN := bin/hyp-failpoints
+build-failpoints: $(BUILD_MOD)
+	$(GO) build -modfile=$(CURDIR)/$(BUILD_MOD) -tags=$(HYP_TAGS),failpoints -trimpath -ldflags='$(LDFLAGS)' -o $(ARMED_BIN) ./cmd/hyp
 
 $(BUILD_MOD): go.mod go.sum $(wildcard patches/*.patch)
 	rm -rf $(dir $@) && mkdir -p $(dir $@)
@@ -79,9 +87,11 @@ run: build
 
 # The first run downloads modules (DuckDB's static library is ~130 MB) and compiles them.
 # The end-to-end tests run bin/hyp itself (HYP_TEST_BIN, internal/testutil/hypbin), as
-# shipped. binary-check comes last, so that a binary over its budget lets every test report.
+# shipped, and bin/hyp-failpoints for what they crash on purpose (HYP_TEST_FAILPOINT_BIN).
+# binary-check comes last, so that a binary over its budget lets every test report.
 test soak: export HYP_TEST_BIN := $(CURDIR)/$(BIN)
-test: tools build
+test soak: export HYP_TEST_FAILPOINT_BIN := $(CURDIR)/$(ARMED_BIN)
+test: tools build build-failpoints
 	$(HYPGO) vet ./...
 	$(HYPGO) test -count=1 -timeout 15m ./...
 	$(MAKE) --no-print-directory binary-check
@@ -129,7 +139,7 @@ install: build
 
 # Long runs kept out of `make test`: the exactly-once model with many more cases, and the
 # kill -9 / fault / damage e2e tests repeated, the conformance test over 20 seeds.
-soak: tools build
+soak: tools build build-failpoints
 	RAPID_CHECKS=2000 $(HYPGO) test -count=1 -timeout 60m -run 'ExactlyOnceModel|ConcurrentExport' ./internal/sink
 	HYP_LEAK_APPLIES=100000 $(HYPGO) test -count=1 -timeout 60m -run 'ApplyDoesNotLeak' ./internal/transform
 	$(HYPGO) test -count=10 -timeout 60m -run 'KillNine|ForwardThroughFaults|S3ExactlyOnce|SIGTERMDuring|KillNineLoses' ./cmd/hyp

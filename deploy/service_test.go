@@ -19,7 +19,7 @@ import (
 // hypBin is the hyp binary, built once for the tests that run it.
 var hypBin string
 
-func TestMain(m *testing.M) { hypbin.Main("../cmd/hyp", &hypBin, m.Run) }
+func TestMain(m *testing.M) { hypbin.Main("../cmd/hyp", &hypBin, nil, m.Run) }
 
 // unit is a systemd unit file: section -> key -> values in order (keys may repeat).
 type unit map[string]map[string][]string

@@ -24,7 +24,11 @@ import (
 
 var hypBin string
 
-func TestMain(m *testing.M) { hypbin.Main(".", &hypBin, m.Run) }
+// hypArmedBin is hyp built with the failpoints tag: what a process started with
+// HYP_FAILPOINT runs (startHypProbe), since the shipped binary has no switch.
+var hypArmedBin string
+
+func TestMain(m *testing.M) { hypbin.Main(".", &hypBin, &hypArmedBin, m.Run) }
 
 func freePort(t *testing.T) string {
 	t.Helper()

@@ -34,6 +34,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/hyp-project/hyp/internal/failpoint"
 	"github.com/hyp-project/hyp/internal/testutil/miniotest"
 )
 
@@ -95,7 +96,11 @@ func startHyp(t *testing.T, name string, env []string, healthAddr string, args .
 func startHypProbe(t *testing.T, name string, env []string, client *http.Client, healthURL string, args ...string) *hypProc {
 	t.Helper()
 	p := &hypProc{name: name, out: &lockedBuf{}, done: make(chan struct{})}
-	p.cmd = exec.Command(hypBin, args...)
+	bin := hypBin
+	if slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, failpoint.Env+"=") }) {
+		bin = hypArmedBin // the shipped binary ignores the switch
+	}
+	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = append(baseEnv(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
@@ -1579,5 +1584,52 @@ func runIntoFailpoint(t *testing.T, home, instance, where string, d *hypProc) {
 	ps := d.waitExit(t, 30*time.Second)
 	if ws, ok := ps.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 		t.Fatalf("%s: daemon ended with %v, want killed by SIGKILL at the failpoint\n%s", where, ps, d.out)
+	}
+}
+
+// TestShippedBinaryHasNoFailpoints: the binary `make build` ships has no crash switch, so
+// HYP_FAILPOINT at a step every export reaches changes nothing; the armed build the crash
+// tests run dies there (internal/failpoint).
+func TestShippedBinaryHasNoFailpoints(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		bin  string
+		dies bool
+	}{{"shipped", hypBin, false}, {"armed", hypArmedBin, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			home, addr := t.TempDir(), freePort(t)
+			writeDaemonYAML(t, home, addr, "", localSinkYAML("files", "jsonl", t.TempDir()))
+			p := &hypProc{name: "daemon", out: &lockedBuf{}, done: make(chan struct{})}
+			p.cmd = exec.Command(tc.bin, "daemon", "--home", home)
+			p.cmd.Env = append(baseEnv(), failpoint.Env+"=after-intent:1")
+			p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+			if err := p.cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			go func() { _ = p.cmd.Wait(); close(p.done) }()
+			t.Cleanup(p.kill9)
+			deadline := time.Now().Add(60 * time.Second)
+			for {
+				if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
+					resp.Body.Close()
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("daemon not ready:\n%s", p.out)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			mustPost(t, addr, "/v1/ingest/logs?source=web", rows(0, 10, "web"), http.StatusOK)
+			if tc.dies {
+				runIntoFailpoint(t, home, "files", "after-intent:1", p)
+				return
+			}
+			requireRun(t, home, "files", 10)
+			select {
+			case <-p.done:
+				t.Fatalf("the shipped daemon exited (%v) with %s set:\n%s", p.cmd.ProcessState, failpoint.Env, p.out)
+			default:
+			}
+		})
 	}
 }
