@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -125,20 +126,21 @@ func clusterRun(bin, minioBin string, gateways, rows, replicas int, groupBytes i
 	for i := range replicas {
 		home := filepath.Join(dir, fmt.Sprintf("replica-%d", i))
 		os.Mkdir(home, 0o700)
-		cfg := fmt.Sprintf("ingest:\n  listen: %s\nsinks: {}\nserver:\n  cluster:\n    postgres: %q\n    commit_interval: %s\n    group_bytes: %d\n    lake:\n"+
-			"      catalog: {type: sql, uri: %q}\n      warehouse: s3://bench/lake\n      s3: {region: us-east-1, endpoint: %q, force_path_style: true}\n",
-			freeAddr(), pgURI, clusterCommitInterval, groupBytes, pgURI, endpoint)
-		if err := os.WriteFile(filepath.Join(home, "hyp.yaml"), []byte(cfg), 0o600); err != nil {
-			return fig, err
-		}
-		addr := freeAddr()
-		p, err := startProc(exec.Command("taskset", "-c", strconv.Itoa(i%2), bin, "server", "--home", home, "--listen", addr, "--token-file", tokens), addr)
+		p, err := startOnFreePort(func(addr string) (*exec.Cmd, error) {
+			cfg := fmt.Sprintf("ingest:\n  listen: %s\nsinks: {}\nserver:\n  cluster:\n    postgres: %q\n    commit_interval: %s\n    group_bytes: %d\n    lake:\n"+
+				"      catalog: {type: sql, uri: %q}\n      warehouse: s3://bench/lake\n      s3: {region: us-east-1, endpoint: %q, force_path_style: true}\n",
+				freeAddr(), pgURI, clusterCommitInterval, groupBytes, pgURI, endpoint)
+			if err := os.WriteFile(filepath.Join(home, "hyp.yaml"), []byte(cfg), 0o600); err != nil {
+				return nil, err
+			}
+			return exec.Command("taskset", "-c", strconv.Itoa(i%2), bin, "server", "--home", home, "--listen", addr, "--token-file", tokens), nil
+		})
 		if err != nil {
 			return fig, err
 		}
 		defer p.term()
 		rs = append(rs, p)
-		urls = append(urls, strconv.Quote("http://"+addr))
+		urls = append(urls, strconv.Quote("http://"+p.addr))
 	}
 
 	start := time.Now()
@@ -169,7 +171,7 @@ func clusterRun(bin, minioBin string, gateways, rows, replicas int, groupBytes i
 		if time.Since(start) > 3*time.Minute {
 			keep = true
 			return fig, fmt.Errorf("not everything stored and committed after 3 minutes; the processes' logs are in %s (stderr.log in each home); %s",
-				dir, stuck(last, int64(rows)))
+				dir, stuck(last, gateways, int64(rows)))
 		}
 		time.Sleep(250 * time.Millisecond)
 		rep, err := cluster.Status(ctx, pgURI)
@@ -246,7 +248,7 @@ func committerFailover(ctx context.Context, pgURI string, rs []*proc) (time.Dura
 		return 0, fmt.Errorf("no replica is the committer (%q)", rep.Committer)
 	}
 	victim.cmd.Process.Kill()
-	victim.cmd.Wait()
+	<-victim.done
 	killed := time.Now()
 	for time.Since(killed) < time.Minute {
 		if rep, err := cluster.Status(ctx, pgURI); err == nil && rep.Committer != "" && !strings.Contains(rep.Committer, fmt.Sprintf("-%d-", victim.pid())) {
@@ -297,28 +299,63 @@ func stagedFiles(ctx context.Context, pgURI string) (files, stages int, err erro
 
 // gatewayDaemon starts a daemon on home with gateway_id its base name and the given sinks.
 func gatewayDaemon(bin, home, sinks string) (*proc, error) {
-	addr := freeAddr()
-	cfg := fmt.Sprintf("gateway_id: %s\ningest:\n  listen: %s\n%s", filepath.Base(home), addr, sinks)
-	if err := os.WriteFile(filepath.Join(home, "hyp.yaml"), []byte(cfg), 0o600); err != nil {
-		return nil, err
+	return startOnFreePort(func(addr string) (*exec.Cmd, error) {
+		cfg := fmt.Sprintf("gateway_id: %s\ningest:\n  listen: %s\n%s", filepath.Base(home), addr, sinks)
+		if err := os.WriteFile(filepath.Join(home, "hyp.yaml"), []byte(cfg), 0o600); err != nil {
+			return nil, err
+		}
+		return exec.Command(bin, "daemon", "--home", home), nil
+	})
+}
+
+// errExited is a process that ended while it was being started: most often a listener
+// address freeAddr handed out that something else took first (the port is free only when
+// freeAddr looked), while another process answered the health check on it. Before this was
+// checked, a gateway that never started left the cluster figure waiting for its rows.
+var errExited = errors.New("the process exited while starting")
+
+// startOnFreePort starts the process cmdFor makes for a fresh address (it writes whatever
+// config names other addresses afresh too), again on another one when it exits while
+// starting.
+func startOnFreePort(cmdFor func(addr string) (*exec.Cmd, error)) (*proc, error) {
+	var err error
+	for range 3 {
+		addr := freeAddr()
+		var cmd *exec.Cmd
+		if cmd, err = cmdFor(addr); err != nil {
+			return nil, err
+		}
+		var p *proc
+		if p, err = startProc(cmd, addr); !errors.Is(err, errExited) {
+			return p, err
+		}
 	}
-	return startProc(exec.Command(bin, "daemon", "--home", home), addr)
+	return nil, err
 }
 
 // proc is a hyp process of the bench, healthy on addr.
 type proc struct {
 	cmd  *exec.Cmd
 	addr string
+	done chan struct{} // closed once the process has ended
 	once sync.Once
 }
 
-// stuck says what a run that did not finish had not done: the committer, and each gateway
-// short of its rows or with rows staged but not committed.
-func stuck(rep cluster.Report, rows int64) string {
+// stuck says what a run that did not finish had not done: the committer, each gateway
+// (named as homes name them) the cluster never heard from, and each one short of its rows or
+// with rows staged but not committed.
+func stuck(rep cluster.Report, gateways int, rows int64) string {
 	out := fmt.Sprintf("committer %q", rep.Committer)
+	heard := map[string]bool{}
 	for _, g := range rep.Gateways {
+		heard[g.Gateway] = true
 		if g.RowsStored < rows || g.RowsStaged > 0 {
 			out += fmt.Sprintf("; %s stored %d, staged %d, last seen %s", g.Gateway, g.RowsStored, g.RowsStaged, g.LastSeen.Format(time.RFC3339Nano))
+		}
+	}
+	for i := range gateways {
+		if name := fmt.Sprintf("gw-%02d", i); !heard[name] {
+			out += "; " + name + " never sent"
 		}
 	}
 	return out
@@ -337,10 +374,21 @@ func startProc(cmd *exec.Cmd, addr string) (*proc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	p := &proc{cmd: cmd, addr: addr}
+	p := &proc{cmd: cmd, addr: addr, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(p.done)
+	}()
 	if err := waitHTTP("http://" + addr + "/healthz"); err != nil {
 		p.term()
 		return nil, err
+	}
+	// A process that could not bind addr exits within milliseconds of its start; the health
+	// check may have been answered by whoever holds addr.
+	select {
+	case <-p.done:
+		return nil, fmt.Errorf("%s on %s: %w (see %s)", filepath.Base(cmd.Path), addr, errExited, logf.Name())
+	case <-time.After(300 * time.Millisecond):
 	}
 	return p, nil
 }
@@ -351,7 +399,7 @@ func (p *proc) pid() int { return p.cmd.Process.Pid }
 func (p *proc) term() {
 	p.once.Do(func() {
 		p.cmd.Process.Signal(syscall.SIGTERM)
-		p.cmd.Wait()
+		<-p.done
 	})
 }
 
