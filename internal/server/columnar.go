@@ -20,8 +20,8 @@ import (
 // Encoder, given the batch's rows as userJSON text, would build the same columns with the
 // same values, and refuses it otherwise (the body is then decoded into rows, as before):
 //
-//   - every user column is string, int64, float64 or bool (a timestamp's text would be a
-//     string column, a large_string is a string column);
+//   - every user column is string, int64, float64 or bool (the text path turns a timestamp
+//     or a large_string column into a string column);
 //   - every string is valid UTF-8 (the text path writes U+FFFD for a bad byte);
 //   - every float64 is finite (the text path writes null for NaN and ±Inf);
 //   - no name twice, and no more columns than the Encoder takes before it overflows
