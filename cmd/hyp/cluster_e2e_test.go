@@ -97,6 +97,10 @@ func settled(t *testing.T, r *replica, gateways int) clusterStatusJSON {
 	}
 }
 
+// wireFormats are the forward sink's body formats: the cluster tests give their gateways
+// both, so a replica's groups hold chunks kept as records and chunks encoded from rows.
+var wireFormats = [2]string{"arrow", "ndjson"}
+
 // pidOf reads the process id out of a replica id (host-pid-random).
 func pidOf(id string) int {
 	parts := strings.Split(id, "-")
@@ -133,9 +137,10 @@ func TestClusterReplicasExactlyOnce(t *testing.T) {
 	for i, r := range rs {
 		g := gateway{home: t.TempDir(), addr: freePort(t), f: newFeeder(i * 1_000_000)}
 		// Each gateway lists both replicas, its own first: a replica that is down fails over.
+		// One sends Arrow bodies (the replicas keep their batches), the other NDJSON.
 		other := rs[1-i]
-		writeDaemonYAML(t, g.home, g.addr, "", fmt.Sprintf("  central:\n    type: forward\n    url: [%q, %q]\n    token_file: %q\n    schedule: \"@every 1h\"\n",
-			"http://"+r.listen, "http://"+other.listen, tokens))
+		writeDaemonYAML(t, g.home, g.addr, "", fmt.Sprintf("  central:\n    type: forward\n    url: [%q, %q]\n    token_file: %q\n    format: %s\n    schedule: \"@every 1h\"\n",
+			"http://"+r.listen, "http://"+other.listen, tokens, wireFormats[i%2]))
 		startHypDaemon(t, g.home, g.addr)
 		gws = append(gws, g)
 	}
@@ -283,8 +288,8 @@ func TestClusterSixGatewaysThroughKills(t *testing.T) {
 	for i := range 6 {
 		g := gateway{name: fmt.Sprintf("gw-%d", i+1), home: t.TempDir(), addr: freePort(t)}
 		first, second := rs[i%2], rs[1-i%2]
-		writeDaemonYAML(t, g.home, g.addr, "", fmt.Sprintf("  central:\n    type: forward\n    url: [%q, %q]\n    token_file: %q\n    schedule: \"@every 500ms\"\n",
-			"http://"+first.listen, "http://"+second.listen, tokens))
+		writeDaemonYAML(t, g.home, g.addr, "", fmt.Sprintf("  central:\n    type: forward\n    url: [%q, %q]\n    token_file: %q\n    format: %s\n    schedule: \"@every 500ms\"\n",
+			"http://"+first.listen, "http://"+second.listen, tokens, wireFormats[i/2%2]))
 		appendYAML(t, g.home, "gateway_id: "+g.name+"\n")
 		startHypDaemon(t, g.home, g.addr)
 		g.c = opStartClients(t, newFeeder(i*100_000_000), g.addr, "logs", []string{"web", "db"}, 20, 100*time.Millisecond)

@@ -1,9 +1,13 @@
 package server
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"testing"
 	"unicode/utf8"
@@ -11,9 +15,12 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"pgregory.net/rapid"
 
 	"github.com/hyp-project/hyp/internal/cache"
+	"github.com/hyp-project/hyp/internal/cluster"
 	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/httpbody"
 )
@@ -228,4 +235,55 @@ func keepable(recs []arrow.RecordBatch) bool {
 		}
 	}
 	return true
+}
+
+// recordingCluster stores nothing and remembers whether each chunk came as records.
+type recordingCluster struct{ asRecords []bool }
+
+func (c *recordingCluster) Store(_ context.Context, ch cluster.Chunk) (cluster.Stored, error) {
+	c.asRecords = append(c.asRecords, len(ch.Records) > 0)
+	return cluster.Stored{Accepted: len(ch.Seqs)}, nil
+}
+
+// TestClusterHandlerKeepsArrowBatches: through the cluster handler, an Arrow body of
+// keepable columns reaches the cluster as records, one with a bad UTF-8 string as rows, and
+// hyp_server_arrow_chunks_total counts each by how it was kept.
+func TestClusterHandlerKeepsArrowBatches(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	rc := &recordingCluster{}
+	h, err := NewClusterHandler(rc, Options{Tokens: []Token{{Secret: testToken}}, MaxBodyBytes: 1 << 20,
+		Registerer: reg, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := func(msg string) []byte {
+		return streamOf(t, []arrow.Field{{Name: columns.SeqColumn, Type: arrow.PrimitiveTypes.Int64}, {Name: columns.IngestedAtColumn, Type: tsUS},
+			{Name: "msg", Type: arrow.BinaryTypes.String, Nullable: true}}, func(b *array.RecordBuilder) {
+			for s := int64(1); s <= 3; s++ {
+				b.Field(0).(*array.Int64Builder).Append(s)
+				b.Field(1).(*array.TimestampBuilder).Append(arrow.Timestamp(1_780_000_000_000_000 + s))
+				b.Field(2).(*array.StringBuilder).Append(msg)
+			}
+		})
+	}
+	for _, msg := range []string{"fine", "bad \xff"} {
+		r := request(1, 3, body(msg), func(r *http.Request) { r.Header.Set("Content-Type", arrowContentType) })
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusOK {
+			t.Fatalf("%q: %d %s", msg, w.Code, w.Body)
+		}
+	}
+	if !slices.Equal(rc.asRecords, []bool{true, false}) {
+		t.Errorf("chunks came as records %v, want [true false]", rc.asRecords)
+	}
+	for kept, want := range map[string]float64{"as_sent": 1, "as_rows": 1} {
+		var m dto.Metric
+		if err := h.(*handler).metrics.arrow.WithLabelValues(kept).Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		if got := m.GetCounter().GetValue(); got != want {
+			t.Errorf("hyp_server_arrow_chunks_total{kept=%q} = %v, want %v", kept, got, want)
+		}
+	}
 }

@@ -14,6 +14,7 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	rejected *prometheus.CounterVec
 	step     *prometheus.HistogramVec
+	arrow    *prometheus.CounterVec
 }
 
 // since records how long a chunk's step took since start.
@@ -44,11 +45,21 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Time a forwarded chunk spent in each step: read (its body, decompressed), parse (validated and framed), keep (ledger lookup, durable store, ledger record).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"step"}),
+		// A cluster replica keeps an Arrow body's batches as they came unless a column asks for
+		// the text path (columnar.go); a sender whose bodies keep going "as_rows" costs the
+		// replica several times the CPU per row.
+		arrow: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hyp_server_arrow_chunks_total",
+			Help: "Arrow bodies parsed, by how they were kept: as_sent (cluster mode, the batches themselves) or as_rows (each value written as the rows' text).",
+		}, []string{"kept"}),
+	}
+	for _, kept := range []string{"as_sent", "as_rows"} {
+		m.arrow.WithLabelValues(kept)
 	}
 	if reg == nil {
 		return m, nil
 	}
-	collectors := []prometheus.Collector{m.rows, m.requests, m.rejected, m.step}
+	collectors := []prometheus.Collector{m.rows, m.requests, m.rejected, m.step, m.arrow}
 	if err := promreg.Register(reg, collectors...); err != nil {
 		return nil, fmt.Errorf("server: registering metrics: %w", err)
 	}

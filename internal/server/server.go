@@ -248,6 +248,13 @@ func (h *handler) ingest(w http.ResponseWriter, r *http.Request, dataset string)
 	if rerr != nil {
 		return h.poison(w, dataset, fw, rerr)
 	}
+	if _, ok := in.(arrowIn); ok {
+		kept := "as_rows"
+		if len(ch.recs) > 0 {
+			kept = "as_sent"
+		}
+		h.metrics.arrow.WithLabelValues(kept).Inc()
+	}
 	defer ch.release()
 	return h.commit(r.Context(), w, dataset, fw, ch)
 }
