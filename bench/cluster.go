@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/hyp-project/hyp/internal/cluster"
 	"github.com/hyp-project/hyp/internal/testutil/lakeread"
+	"github.com/hyp-project/hyp/internal/testutil/listening"
 )
 
 // clusterBench is issue 13's scale figure: gateways machines (each a daemon with a home of
@@ -386,7 +386,7 @@ func startProc(cmd *exec.Cmd, addr string) (*proc, error) {
 	}
 	// The health check may have been answered by whoever holds addr: the process is started
 	// once it is the one listening there.
-	for deadline := time.Now().Add(10 * time.Second); !listensOn(cmd.Process.Pid, addr); {
+	for deadline := time.Now().Add(10 * time.Second); !listening.On(cmd.Process.Pid, addr); {
 		select {
 		case <-p.done:
 			return nil, fmt.Errorf("%s on %s: %w (see %s)", filepath.Base(cmd.Path), addr, errExited, logf.Name())
@@ -398,41 +398,6 @@ func startProc(cmd *exec.Cmd, addr string) (*proc, error) {
 		}
 	}
 	return p, nil
-}
-
-// listensOn reports whether process pid has a socket listening on addr (host:port, IPv4):
-// a LISTEN row of /proc/net/tcp for the port whose inode is one of the process's open files.
-func listensOn(pid int, addr string) bool {
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	n, err := strconv.Atoi(port)
-	if err != nil {
-		return false
-	}
-	b, err := os.ReadFile("/proc/net/tcp")
-	if err != nil {
-		return false
-	}
-	inodes := map[string]bool{}
-	for _, line := range strings.Split(string(b), "\n")[1:] {
-		f := strings.Fields(line)
-		// sl local_address rem_address st ... inode: st 0A is LISTEN.
-		if len(f) > 9 && f[3] == "0A" && strings.HasSuffix(f[1], fmt.Sprintf(":%04X", n)) {
-			inodes["socket:["+f[9]+"]"] = true
-		}
-	}
-	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-	if err != nil {
-		return false
-	}
-	for _, fd := range fds {
-		if target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); err == nil && inodes[target] {
-			return true
-		}
-	}
-	return false
 }
 
 func (p *proc) pid() int { return p.cmd.Process.Pid }

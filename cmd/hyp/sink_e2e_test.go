@@ -35,6 +35,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/hyp-project/hyp/internal/failpoint"
+	"github.com/hyp-project/hyp/internal/testutil/listening"
 	"github.com/hyp-project/hyp/internal/testutil/miniotest"
 )
 
@@ -126,9 +127,11 @@ func startHypProbe(t *testing.T, name string, env []string, client *http.Client,
 		default:
 		}
 		resp, err := client.Get(healthURL)
+		// Whoever holds the port answers too: the process is ready once it is the one
+		// listening there (another test's process can take a port freePort handed out).
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == 200 {
+			if resp.StatusCode == 200 && listening.On(p.cmd.Process.Pid, resp.Request.URL.Host) {
 				return p
 			}
 		}

@@ -54,11 +54,20 @@ type Server struct {
 // Start runs a MinIO server for the rest of t and stops it in t.Cleanup.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	s := &Server{
-		bin:         binary(t),
-		dataDir:     t.TempDir(),
-		apiAddr:     freeAddr(t),
-		consoleAddr: freeAddr(t),
+	s := &Server{bin: binary(t), dataDir: t.TempDir()}
+	t.Cleanup(s.Stop)
+	// Another process may take a port between freeAddrs and MinIO's bind: then MinIO exits
+	// saying so, and it is started again on new ports (a Restart keeps its ports).
+	for attempt := 1; ; attempt++ {
+		addrs := freeAddrs(t, 2)
+		s.apiAddr, s.consoleAddr = addrs[0], addrs[1]
+		err := s.launch()
+		if err == nil {
+			break
+		}
+		if attempt == 3 || !errors.Is(err, errPortTaken) {
+			t.Fatal(err)
+		}
 	}
 	s.client = s3.New(s3.Options{
 		Region:       region,
@@ -66,10 +75,11 @@ func Start(t testing.TB) *Server {
 		UsePathStyle: true,
 		Credentials:  credentials.NewStaticCredentialsProvider(accessKey, secretKey, ""),
 	})
-	t.Cleanup(s.Stop)
-	s.start(t)
 	return s
 }
+
+// errPortTaken is MinIO refusing to start because one of its ports is in use.
+var errPortTaken = errors.New("a port was taken")
 
 // binary finds MinIO the way `make test` provides it; a missing binary fails the test with
 // the fix, because the S3 path must be exercised on every machine that runs the suite.
@@ -94,27 +104,37 @@ func binary(t testing.TB) string {
 	return ""
 }
 
-// freeAddr reserves nothing: it asks the kernel for a free port and releases it, which is
-// racy only against other processes picking the same ephemeral port in the next instant.
-func freeAddr(t testing.TB) string {
+// freeAddrs reserves nothing: it asks the kernel for n free ports, all held open together so
+// that they differ (one released before the next is asked for can come back: MinIO then
+// finds its API and console on one port), and releases them. That is racy only against other
+// processes picking the same ports in the next instant, which Start survives.
+func freeAddrs(t testing.TB, n int) []string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("find a free port: %v", err)
+	var addrs []string
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("find a free port: %v", err)
+		}
+		defer l.Close()
+		addrs = append(addrs, l.Addr().String())
 	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatalf("release port %s: %v", addr, err)
-	}
-	return addr
+	return addrs
 }
 
 func (s *Server) start(t testing.TB) {
 	t.Helper()
+	if err := s.launch(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// launch starts MinIO on the server's ports and waits until it is live.
+func (s *Server) launch() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd != nil {
-		t.Fatal("miniotest: start while MinIO is running")
+		return errors.New("miniotest: start while MinIO is running")
 	}
 	out := &syncBuffer{}
 	cmd := exec.Command(s.bin, "server", "--address", s.apiAddr, "--console-address", s.consoleAddr, s.dataDir)
@@ -126,7 +146,7 @@ func (s *Server) start(t testing.TB) {
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", s.bin, err)
+		return fmt.Errorf("start %s: %w", s.bin, err)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -137,8 +157,12 @@ func (s *Server) start(t testing.TB) {
 
 	if err := waitLive(s.Endpoint(), done); err != nil {
 		s.stopLocked()
-		t.Fatalf("MinIO at %s did not start: %v\n--- minio output ---\n%s", s.apiAddr, err, out.String())
+		if strings.Contains(out.String(), "already in use") {
+			err = fmt.Errorf("%w: %v", errPortTaken, err)
+		}
+		return fmt.Errorf("MinIO at %s did not start: %w\n--- minio output ---\n%s", s.apiAddr, err, out.String())
 	}
+	return nil
 }
 
 // environWithout drops variables a developer's shell may carry that would change how the
