@@ -172,7 +172,7 @@ func clusterRun(bin, minioBin string, gateways, rows, replicas int, groupBytes i
 		if time.Since(start) > 3*time.Minute {
 			keep = true
 			return fig, fmt.Errorf("not everything stored and committed after 3 minutes; the processes' logs are in %s (stderr.log in each home); %s",
-				dir, stuck(last, gateways, int64(rows)))
+				dir, stuck(last, homes, int64(rows)))
 		}
 		time.Sleep(250 * time.Millisecond)
 		rep, err := cluster.Status(ctx, pgURI)
@@ -342,10 +342,10 @@ type proc struct {
 	once sync.Once
 }
 
-// stuck says what a run that did not finish had not done: the committer, each gateway
-// (named as homes name them) the cluster never heard from, and each one short of its rows or
-// with rows staged but not committed.
-func stuck(rep cluster.Report, gateways int, rows int64) string {
+// stuck says what a run that did not finish had not done: the committer, each gateway (its
+// home's base name, its gateway_id) the cluster never heard from, and each one short of its
+// rows or with rows staged but not committed.
+func stuck(rep cluster.Report, homes []string, rows int64) string {
 	out := fmt.Sprintf("committer %q", rep.Committer)
 	heard := map[string]bool{}
 	for _, g := range rep.Gateways {
@@ -354,8 +354,8 @@ func stuck(rep cluster.Report, gateways int, rows int64) string {
 			out += fmt.Sprintf("; %s stored %d, staged %d, last seen %s", g.Gateway, g.RowsStored, g.RowsStaged, g.LastSeen.Format(time.RFC3339Nano))
 		}
 	}
-	for i := range gateways {
-		if name := fmt.Sprintf("gw-%02d", i); !heard[name] {
+	for _, home := range homes {
+		if name := filepath.Base(home); !heard[name] {
 			out += "; " + name + " never sent"
 		}
 	}

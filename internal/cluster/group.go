@@ -28,7 +28,7 @@ type limits struct {
 // gathering is the open group as decide sees it.
 type gathering struct {
 	chunks  int
-	bytes   int64     // the rows' JSON bytes
+	bytes   int64     // the rows' JSON text, or their records' buffers (encode)
 	opened  time.Time // when its first chunk arrived
 	storing bool      // the previous group's transaction has not ended
 }
