@@ -279,8 +279,13 @@ func (b *batch) column(key string, k jsonrow.Kind, n number) (int, bool) {
 	if !ok {
 		return 0, false
 	}
+	return b.builder(name, t), true
+}
+
+// builder finds or creates the builder of column name of type t, a column of the dataset.
+func (b *batch) builder(name string, t ColType) int {
 	if i, ok := b.byName[name]; ok && b.cols[i].Type == t {
-		return i, true
+		return i
 	}
 	c := &colBuilder{Column: Column{Name: name, Type: t}, setRow: -1}
 	if t == TypeString {
@@ -303,7 +308,7 @@ func (b *batch) column(key string, k jsonrow.Kind, n number) (int, bool) {
 		b.hints = b.hints[:0] // they may name the column byName no longer does
 	}
 	b.byName[name] = len(b.cols) - 1
-	return len(b.cols) - 1, true
+	return len(b.cols) - 1
 }
 
 func (b *batch) appendValue(c *colBuilder) {

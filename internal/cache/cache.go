@@ -236,6 +236,16 @@ func (d *dataset) resolve(key string, vt ColType) (string, ColType, bool) {
 	return name, t, true
 }
 
+// established is where resolve puts a value of type vt under key when that column is
+// already the dataset's; false when resolve would add a column.
+func (d *dataset) established(key string, vt ColType) (string, ColType, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	name, t := resolve(d.types, key, vt)
+	_, ok := d.types[name]
+	return name, t, ok
+}
+
 func (d *dataset) learn(cols []Column) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -346,6 +356,7 @@ func (c *Cache) open(ctx context.Context) error {
 				if err != nil {
 					return nil // damage is reported at flush
 				}
+				rec.release()
 				high = max(high, rec.lastSeq())
 				c.lastAt = max(c.lastAt, rec.IngestedAt)
 				return nil
@@ -493,6 +504,7 @@ func (c *Cache) flushSegment(ctx context.Context, seg wal.Segment, last bool) er
 		if err != nil {
 			return damaged(off, off+int64(len(payload)), "undecodable log record ("+err.Error()+")")
 		}
+		defer rec.release()
 		lost = dmg.intact(rec.Groups[0].FirstSeq, rec.lastSeq(), lost)
 		ds := c.tables.dataset(rec.Dataset)
 		for _, g := range rec.Groups {
@@ -514,19 +526,29 @@ func (c *Cache) flushSegment(ctx context.Context, seg wal.Segment, last bool) er
 				continue
 			}
 			floor := p.maxSeq()
-			seq := g.FirstSeq
-			rec.eachRow(g, func(row []byte) {
-				defer func() { seq++ }()
+			add := func(seq int64, row []byte) {
 				if seq <= floor || round.failed[p] {
 					return // already committed before a crash: replay skips it
 				}
 				b := round.batch(p, ds)
-				if err := b.add(rec.Form, row, seq, rec.IngestedAt); err != nil {
+				if err := b.add(rec.rowForm(), row, seq, rec.IngestedAt); err != nil {
 					aside = append(aside, setAside{dataset: rec.Dataset, partition: g.Partition, seq: seq, line: rec.line(row), err: err})
 					return
 				}
 				round.added(p, b, len(row))
-			})
+			}
+			seq := g.FirstSeq
+			if rec.Form == formArrow {
+				for _, ar := range g.Records {
+					// Column by column where the batch allows it, the rest row by row.
+					from := round.addColumns(p, ds, ar, seq, floor, rec.IngestedAt, len(g.Body)/g.Rows)
+					at := seq + int64(from)
+					eachLine(ar, from, func(line []byte) { add(at, line); at++ })
+					seq += ar.NumRows()
+				}
+				continue
+			}
+			rec.eachRow(g, func(row []byte) { add(seq, row); seq++ })
 		}
 		return nil
 	}, func(d wal.Damage) error {

@@ -1,13 +1,17 @@
 package cache
 
 import (
+	"bytes"
 	"fmt"
 	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/hyp-project/hyp/internal/columns"
 	"github.com/hyp-project/hyp/internal/jsonrow"
 	"github.com/hyp-project/hyp/internal/partition"
 	"github.com/hyp-project/hyp/internal/rowform"
+	"github.com/hyp-project/hyp/internal/rowjson"
 )
 
 // InputError is bad client input. Kind is the error kind of the ingest API
@@ -274,6 +278,54 @@ func (c *Cache) IngestPartitionRows(dataset, partitionName string, body []byte, 
 	gb := &groupBuilder{name: partitionName, body: body[:len(body):len(body)], rows: rows}
 	return c.append(dataset, formRows, []*groupBuilder{gb})
 }
+
+// IngestPartitionRecords is IngestPartitionRows for rows that came as Arrow record batches
+// (a forwarded Arrow body): they are logged as they are, an Arrow IPC stream (formArrow),
+// and the flush takes them column by column where the cache's column rules allow. The
+// batches share one schema of columns rowjson can write, each name once, none of them the
+// columns the cache stamps itself; a batch's rows are what its NDJSON line would be (a null
+// is a field left out). Nothing is retained once it returns.
+func (c *Cache) IngestPartitionRecords(dataset, partitionName string, recs []arrow.RecordBatch) (Result, error) {
+	if err := CheckDataset(dataset); err != nil {
+		return Result{}, err
+	}
+	if _, _, err := partition.Parse(partitionName); err != nil {
+		return Result{}, &InputError{Kind: "bad_source", Msg: err.Error()}
+	}
+	rows := 0
+	for _, r := range recs {
+		if !r.Schema().Equal(recs[0].Schema()) {
+			return Result{}, fmt.Errorf("cache: record batches for %s %s differ in schema", dataset, partitionName)
+		}
+		rows += int(r.NumRows())
+	}
+	if rows == 0 {
+		return Result{}, nil
+	}
+	seen := map[string]bool{columns.SeqColumn: true, columns.IngestedAtColumn: true}
+	for _, f := range recs[0].Schema().Fields() {
+		if _, _, ok := rowjson.KindOf(f.Type); !ok || seen[f.Name] {
+			return Result{}, fmt.Errorf("cache: column %q (%s) of a record batch for %s %s: a name the cache stamps, a name twice, or a type with no JSON form", f.Name, f.Type, dataset, partitionName)
+		}
+		seen[f.Name] = true
+	}
+	buf := arrowBodies.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= maxPooledBody {
+			arrowBodies.Put(buf)
+		}
+	}()
+	buf.Reset()
+	if err := arrowGroupBody(buf, recs); err != nil {
+		return Result{}, fmt.Errorf("cache: encoding %d rows for %s %s: %w", rows, dataset, partitionName, err)
+	}
+	gb := &groupBuilder{name: partitionName, body: buf.Bytes(), rows: rows}
+	return c.append(dataset, formArrow, []*groupBuilder{gb})
+}
+
+// arrowBodies keeps IngestPartitionRecords' encoding buffers between requests, as
+// groupBodies does the row form's.
+var arrowBodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // append assigns seqs and writes one log record under c.mu, so log order is seq order, then
 // waits for the group commit outside the lock.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/hyp-project/hyp/internal/rowform"
 )
 
@@ -17,11 +19,13 @@ import (
 // The version is the form of the group bodies: formRows, rows in the row form (rowform.go),
 // which ingest writes as it validates (and trusted decoders write directly) so the flush
 // parses nothing; formNDJSON, rows as NDJSON, one validated JSON object per line, as every
-// record written before the row form is, and still replayed. Row i of a group has seq
+// record written before the row form is, and still replayed; formArrow, an Arrow IPC stream
+// (arrowlog.go), as a central server logs a forwarded Arrow body. Row i of a group has seq
 // firstSeq+i.
 const (
 	formNDJSON = 1
 	formRows   = 2
+	formArrow  = 3
 )
 
 // A segment marker is the first record of every log segment: the next seq to be issued when
@@ -48,22 +52,37 @@ type group struct {
 	FirstSeq  int64
 	Rows      int
 	Body      []byte
+	// Records are a formArrow group's rows, decoded from Body.
+	Records []arrow.RecordBatch
 }
 
 type record struct {
-	Form       byte // formNDJSON or formRows
+	Form       byte // formNDJSON, formRows or formArrow
 	Dataset    string
 	IngestedAt int64
 	Groups     []group
 }
 
-// eachRow calls fn with each row of g, a group of r, as the batch takes it.
+// eachRow calls fn with each row of g, a group of r, as the batch takes it (in rowForm).
 func (r *record) eachRow(g group, fn func(row []byte)) {
-	if r.Form == formRows {
+	switch r.Form {
+	case formRows:
 		rowform.ForRows(g.Body, fn)
-		return
+	case formArrow:
+		for _, rec := range g.Records {
+			eachLine(rec, 0, fn)
+		}
+	default:
+		forLines(g.Body, fn)
 	}
-	forLines(g.Body, fn)
+}
+
+// rowForm is the form of the rows eachRow gives, for batch.add.
+func (r *record) rowForm() byte {
+	if r.Form == formArrow {
+		return formNDJSON
+	}
+	return r.Form
 }
 
 // line is a row of r as the NDJSON line it came as, for a row set aside.
@@ -72,6 +91,13 @@ func (r *record) line(row []byte) []byte {
 		return rowform.RowJSON(row)
 	}
 	return slices.Clone(row)
+}
+
+// release frees what decodeRecord decoded beyond the payload.
+func (r *record) release() {
+	for _, g := range r.Groups {
+		releaseRecords(g.Records)
+	}
 }
 
 func (r *record) lastSeq() int64 {
@@ -148,7 +174,7 @@ func (r *recordReader) bytes() []byte {
 
 // decodeRecord parses a payload. Group bodies alias p.
 func decodeRecord(p []byte) (*record, error) {
-	if len(p) == 0 || (p[0] != formNDJSON && p[0] != formRows) {
+	if len(p) == 0 || (p[0] != formNDJSON && p[0] != formRows && p[0] != formArrow) {
 		return nil, fmt.Errorf("%w: unknown version", errBadRecord)
 	}
 	r := &recordReader{b: p[1:]}
@@ -164,14 +190,22 @@ func decodeRecord(p []byte) (*record, error) {
 		if r.err != nil {
 			return nil, r.err
 		}
-		if rec.Form == formRows {
+		switch rec.Form {
+		case formRows:
 			if n, ok := rowform.CountRows(g.Body); !ok || n != g.Rows {
 				return nil, fmt.Errorf("%w: group of %d rows holds %d", errBadRecord, g.Rows, n)
+			}
+		case formArrow:
+			var err error
+			if g.Records, err = decodeArrowGroup(g.Body, g.Rows); err != nil {
+				rec.release()
+				return nil, err
 			}
 		}
 		rec.Groups = append(rec.Groups, g)
 	}
 	if r.err != nil || len(r.b) != 0 {
+		rec.release()
 		return nil, errBadRecord
 	}
 	return rec, nil

@@ -31,7 +31,10 @@ type stringCol struct {
 
 func (s *stringCol) Len() int { return max(len(s.offsets)-1, 0) }
 
-func (s *stringCol) Append(v []byte) {
+func (s *stringCol) Append(v []byte) { appendText(s, v) }
+
+// appendText is Append of a string's bytes or a []byte, neither copied on the way.
+func appendText[T string | []byte](s *stringCol, v T) {
 	if len(s.offsets) == 0 {
 		s.offsets = append(s.offsets, 0)
 	}

@@ -123,6 +123,7 @@ func (u *unflushed) record(payload []byte) error {
 	if err != nil {
 		return nil // damage: the flush records its seqs as lost
 	}
+	defer rec.release()
 	var s *unflushedSet
 	for _, g := range rec.Groups {
 		head := u.heads[partKey{rec.Dataset, g.Partition}]
@@ -139,7 +140,7 @@ func (u *unflushed) record(payload []byte) error {
 			if seq <= head || werr != nil {
 				return
 			}
-			if s.b.add(rec.Form, row, seq, rec.IngestedAt) != nil {
+			if s.b.add(rec.rowForm(), row, seq, rec.IngestedAt) != nil {
 				return // the flush sets it aside: no table will hold it
 			}
 			s.parts.Append(g.Partition)

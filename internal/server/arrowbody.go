@@ -539,10 +539,10 @@ type arrowDecoder struct {
 // the same rows as NDJSON (parseRows's doc says what is checked), charging the rows' text to
 // m as it grows. Its error lines count rows from 1 across the stream.
 //
-// Cluster mode (userJSON) gets the columnar form instead when every batch allows it
-// (passThrough): the same checks run, and the batches are kept as they came.
+// Both keepers get the columnar form instead when every batch allows it (passThrough): the
+// same checks run, and the batches are kept as they came.
 func parseArrow(body []byte, sc arrowScan, first, last int64, form rowForm, incarnation string, m httpbody.Meter) (*chunk, *httpbody.Error) {
-	if form == userJSON {
+	if form == userJSON || form == cacheRows {
 		c, rerr := decodeArrow(body, sc, first, last, columnar, incarnation, m)
 		if rerr != errNotColumnar {
 			return c, rerr

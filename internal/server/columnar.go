@@ -2,6 +2,8 @@ package server
 
 import (
 	"math"
+	"slices"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -132,4 +134,73 @@ func (c *arrowColumn) finite(n int) bool {
 		}
 	}
 	return true
+}
+
+// freshRecords returns the chunk's columnar rows whose held flag is false as the record
+// batches the server's cache logs (cache.IngestPartitionRecords): each row's user columns,
+// then its sender seq and incarnation in the columns parseRows's cacheRows give every row
+// (originSeqColumn, originIncarnationColumn), so the cache stores the same row whichever
+// format it came in. The caller releases them.
+func (c *chunk) freshRecords(held []bool, incarnation string) []arrow.RecordBatch {
+	sc := c.recs[0].Schema()
+	fields := append(slices.Clip(sc.Fields()[2:]), arrow.Field{Name: originSeqColumn, Type: arrow.PrimitiveTypes.Int64})
+	if incarnation != "" {
+		fields = append(fields, arrow.Field{Name: originIncarnationColumn, Type: arrow.BinaryTypes.String})
+	}
+	out := arrow.NewSchema(fields, nil)
+	var recs []arrow.RecordBatch
+	at := 0 // the chunk's row index of rec's first row
+	for _, rec := range c.recs {
+		n := int(rec.NumRows())
+		var inc arrow.Array
+		if incarnation != "" {
+			inc = repeated(incarnation, n)
+		}
+		for lo := 0; lo < n; {
+			if held[at+lo] {
+				lo++
+				continue
+			}
+			hi := lo + 1
+			for hi < n && !held[at+hi] {
+				hi++
+			}
+			cols := make([]arrow.Array, 0, len(fields))
+			for j := 2; j < int(rec.NumCols()); j++ {
+				cols = append(cols, array.NewSlice(rec.Column(j), int64(lo), int64(hi)))
+			}
+			cols = append(cols, array.NewSlice(rec.Column(0), int64(lo), int64(hi)))
+			if inc != nil {
+				cols = append(cols, array.NewSlice(inc, int64(lo), int64(hi)))
+			}
+			recs = append(recs, array.NewRecordBatch(out, cols, int64(hi-lo)))
+			for _, col := range cols {
+				col.Release()
+			}
+			lo = hi
+		}
+		if inc != nil {
+			inc.Release()
+		}
+		at += n
+	}
+	return recs
+}
+
+// repeated is a string column of n values s.
+func repeated(s string, n int) arrow.Array {
+	offs := make([]int32, n+1)
+	for i := range offs {
+		offs[i] = int32(i * len(s))
+	}
+	data := array.NewData(arrow.BinaryTypes.String, n, []*memory.Buffer{nil,
+		memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offs)), memory.NewBufferBytes([]byte(strings.Repeat(s, n)))}, nil, 0, 0)
+	defer data.Release()
+	return array.MakeFromData(data)
+}
+
+func releaseRecords(recs []arrow.RecordBatch) {
+	for _, r := range recs {
+		r.Release()
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"testing"
 	"unicode/utf8"
@@ -285,5 +286,75 @@ func TestClusterHandlerKeepsArrowBatches(t *testing.T) {
 		if got := m.GetCounter().GetValue(); got != want {
 			t.Errorf("hyp_server_arrow_chunks_total{kept=%q} = %v, want %v", kept, got, want)
 		}
+	}
+}
+
+// TestServerKeepsArrowBatches: a single-node server logs a keepable Arrow body's batches as
+// they came (cache.IngestPartitionRecords) and stores the same rows, seqs, origin columns and
+// values as the same unit sent as NDJSON; a re-sent chunk that overlaps what is stored keeps
+// only its fresh rows, cut out of the batches around the held ones.
+func TestServerKeepsArrowBatches(t *testing.T) {
+	unit := func(seqs []int64) arrow.RecordBatch {
+		b := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema([]arrow.Field{
+			{Name: columns.SeqColumn, Type: arrow.PrimitiveTypes.Int64},
+			{Name: columns.IngestedAtColumn, Type: tsUS},
+			{Name: "msg", Type: arrow.BinaryTypes.String, Nullable: true},
+			{Name: "n", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+			{Name: "ratio", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+			{Name: "ok", Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
+		}, nil))
+		defer b.Release()
+		for i, s := range seqs {
+			b.Field(0).(*array.Int64Builder).Append(s)
+			b.Field(1).(*array.TimestampBuilder).Append(arrow.Timestamp(1_780_000_000_000_000 + s))
+			b.Field(2).(*array.StringBuilder).Append(fmt.Sprintf("row \"%d\" é", s))
+			if i%3 == 1 {
+				b.Field(3).AppendNull()
+			} else {
+				b.Field(3).(*array.Int64Builder).Append(s * 1000)
+			}
+			b.Field(4).(*array.Float64Builder).Append(float64(s) / 2)
+			b.Field(5).(*array.BooleanBuilder).Append(i%2 == 0)
+		}
+		return b.NewRecordBatch()
+	}
+	post := func(e *env, a, b int64, body []byte, arrowBody bool, accepted, duplicates int) {
+		t.Helper()
+		rp := e.do(request(a, b, body, func(r *http.Request) {
+			r.Header.Set(headerIncarnation, "inc-1")
+			if arrowBody {
+				r.Header.Set("Content-Type", arrowContentType)
+			}
+		}))
+		if rp.code != http.StatusOK || rp.Accepted != accepted || rp.Duplicates != duplicates {
+			t.Fatalf("chunk %d-%d: %d accepted=%d duplicates=%d %s %s", a, b, rp.code, rp.Accepted, rp.Duplicates, rp.Error, rp.Message)
+		}
+	}
+	first, again := unit(seqRange(1, 10)), unit(seqRange(1, 20))
+	defer first.Release()
+	defer again.Release()
+	// The re-sent chunk: two batches, so the held rows end inside the first one.
+	lo, hi := again.NewSlice(0, 7), again.NewSlice(7, 20)
+	defer lo.Release()
+	defer hi.Release()
+	byArrow, byNDJSON := newEnv(t, nil), newEnv(t, nil)
+	post(byArrow, 1, 10, arrowOf(t, first), true, 10, 0)
+	post(byArrow, 1, 20, arrowOf(t, lo, hi), true, 10, 10)
+	post(byNDJSON, 1, 10, ndjsonOf(t, first), false, 10, 0)
+	post(byNDJSON, 1, 20, ndjsonOf(t, lo, hi), false, 10, 10)
+	got, want := stored(t, byArrow.cache), stored(t, byNDJSON.cache)
+	for _, rows := range [][]storedRow{got, want} {
+		for _, r := range rows {
+			delete(r, columns.IngestedAtColumn) // each server's own clock
+		}
+	}
+	if len(got) != 20 || !reflect.DeepEqual(got, want) {
+		t.Fatalf("stored from Arrow:\n%v\nfrom NDJSON:\n%v", got, want)
+	}
+	if got[0][originIncarnationColumn] != `"inc-1"` {
+		t.Errorf("row %v has no origin incarnation", got[0])
+	}
+	if n := gather(t, byArrow.reg)[`hyp_server_arrow_chunks_total{kept="as_sent"}`]; n != 2 {
+		t.Errorf("%v Arrow chunks kept as sent, want 2", n)
 	}
 }

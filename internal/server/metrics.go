@@ -45,12 +45,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Time a forwarded chunk spent in each step: read (its body, decompressed), parse (validated and framed), keep (ledger lookup, durable store, ledger record).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"step"}),
-		// A cluster replica keeps an Arrow body's batches as they came unless a column asks for
-		// the text path (columnar.go); a sender whose bodies keep going "as_rows" costs the
-		// replica several times the CPU per row.
+		// A server keeps an Arrow body's batches as they came unless a column asks for the
+		// text path (columnar.go); a sender whose bodies keep going "as_rows" costs the server
+		// several times the CPU per row.
 		arrow: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hyp_server_arrow_chunks_total",
-			Help: "Arrow bodies parsed, by how they were kept: as_sent (cluster mode, the batches themselves) or as_rows (each value written as the rows' text).",
+			Help: "Arrow bodies parsed, by how they were kept: as_sent (the batches themselves, logged or staged as they came) or as_rows (each value written as the rows' text).",
 		}, []string{"kept"}),
 	}
 	for _, kept := range []string{"as_sent", "as_rows"} {

@@ -51,6 +51,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -68,13 +69,15 @@ import (
 
 // Store is the server's own cache; *cache.Cache implements it.
 //
-// IngestPartitionRows takes rows framed rows in body, as parseRows frames them; it must not
-// retain body once it returns (it is a reused request buffer), must be atomic and durable
-// on return, and report bad input as *cache.InputError (nothing stored); any other error
-// leaves it unknown whether the rows were stored. Flush must make every row
-// IngestPartitionRows returned for visible to Scan and Status.
+// IngestPartitionRows takes rows framed rows in body, as parseRows frames them, and
+// IngestPartitionRecords the rows of an Arrow body as record batches (chunk.freshRecords);
+// neither may retain what it is given once it returns (a reused request buffer), each must
+// be atomic and durable on return, and report bad input as *cache.InputError (nothing
+// stored); any other error leaves it unknown whether the rows were stored. Flush must make
+// every row they returned for visible to Scan and Status.
 type Store interface {
 	IngestPartitionRows(dataset, partitionName string, body []byte, rows int) (cache.Result, error)
+	IngestPartitionRecords(dataset, partitionName string, recs []arrow.RecordBatch) (cache.Result, error)
 	Flush(ctx context.Context) error
 	Status() []cache.PartitionStatus
 	Scan(ctx context.Context, dataset, partitionName string, since, until int64, fn func(arrow.RecordBatch) error) (cache.ScanStats, error)
@@ -337,10 +340,18 @@ func (k *localKeeper) keep(ctx context.Context, dataset string, fw forward, ch *
 	if err != nil {
 		return kept{}, err
 	}
-	fresh, accepted := ch.freshBody(held)
 	var checkpoint int64 // 0 leaves the ledger's checkpoint where it is
-	if accepted > 0 {
-		res, err := k.store.IngestPartitionRows(dataset, name, fresh, accepted)
+	accepted := 0
+	if slices.Contains(held, false) {
+		var res cache.Result
+		if len(ch.recs) > 0 {
+			recs := ch.freshRecords(held, fw.incarnation)
+			res, err = k.store.IngestPartitionRecords(dataset, name, recs)
+			releaseRecords(recs)
+		} else {
+			fresh, n := ch.freshBody(held)
+			res, err = k.store.IngestPartitionRows(dataset, name, fresh, n)
+		}
 		var ie *cache.InputError
 		if errors.As(err, &ie) {
 			return kept{}, &httpbody.Error{Status: http.StatusBadRequest, Kind: ie.Kind, Line: ie.Line, Msg: ie.Msg}
@@ -348,9 +359,9 @@ func (k *localKeeper) keep(ctx context.Context, dataset string, fw forward, ch *
 		if err != nil {
 			// The rows may be in the cache's log even though the append failed.
 			lk.dirty = true
-			return kept{}, fmt.Errorf("storing %d rows: %w", accepted, err)
+			return kept{}, fmt.Errorf("storing the rows of %s %d-%d: %w", name, ch.seqs[0], ch.seqs[len(ch.seqs)-1], err)
 		}
-		checkpoint = res.LastSeq
+		checkpoint, accepted = res.LastSeq, res.Accepted
 		if k.afterAppend != nil {
 			k.afterAppend()
 		}
