@@ -46,10 +46,11 @@ func arrowKind(t arrow.DataType) (jsonrow.Kind, number, bool) {
 	return 0, number{}, false
 }
 
-// columnar reports whether every value of arr means, as JSON text, what it is: valid UTF-8
-// strings (the row path writes U+FFFD for a bad byte) and finite floats (it writes null for
-// NaN and ±Inf).
-func columnar(arr arrow.Array) bool {
+// SameAsText reports whether every value of arr means, as the JSON text rowjson writes of
+// it, what it is: valid UTF-8 strings (the text has U+FFFD for a bad byte) and finite
+// floats (null for NaN and ±Inf). A batch whose columns are not is stored through its
+// rows' text, here and by a cluster replica (server's passThrough).
+func SameAsText(arr arrow.Array) bool {
 	switch a := arr.(type) {
 	case *array.String:
 		n := a.Len()
@@ -96,7 +97,7 @@ func (b *batch) addColumns(rec arrow.RecordBatch, first, ingestedAtMicros int64)
 			continue // the row path never sees its name
 		}
 		k, num, ok := arrowKind(f.Type)
-		if !ok || !utf8.ValidString(f.Name) || !columnar(arr) {
+		if !ok || !utf8.ValidString(f.Name) || !SameAsText(arr) {
 			return false
 		}
 		i, ok := b.byName[f.Name]

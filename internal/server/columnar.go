@@ -1,10 +1,8 @@
 package server
 
 import (
-	"math"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -17,15 +15,15 @@ import (
 )
 
 // A cluster replica stages forwarded rows as the records cache.Encoder builds from their
-// JSON text. An Arrow body's batches mostly are such records already: a sender's cache scan
+// JSON text, and a single-node server's cache flushes them as its batch builds them from
+// that text. An Arrow body's batches mostly are such records already: a sender's cache scan
 // made them under the same column rules. passThrough keeps a batch as it came when the
 // Encoder, given the batch's rows as userJSON text, would build the same columns with the
 // same values, and refuses it otherwise (the body is then decoded into rows, as before):
 //
 //   - every user column is string, int64, float64 or bool (the text path turns a timestamp
 //     or a large_string column into a string column);
-//   - every string is valid UTF-8 (the text path writes U+FFFD for a bad byte);
-//   - every float64 is finite (the text path writes null for NaN and ±Inf);
+//   - every string is valid UTF-8 and every float64 finite (cache.SameAsText);
 //   - no name twice, and no more columns than the Encoder takes before it overflows
 //     (cache.MaxColumns, one kept for columns.OverflowColumn);
 //   - a column with no value in the batch is left out (the Encoder never sees its name).
@@ -81,16 +79,12 @@ func (d *arrowDecoder) passThrough(rec arrow.RecordBatch, n int) (arrow.RecordBa
 		if arr.NullN() == n {
 			continue
 		}
-		ok := false
 		switch c.kind {
-		case rowjson.KindString:
-			ok = validStrings(c.str, n)
-		case rowjson.KindFloat64:
-			ok = c.finite(n)
-		case rowjson.KindInt64, rowjson.KindBool:
-			ok = true
+		case rowjson.KindString, rowjson.KindFloat64, rowjson.KindInt64, rowjson.KindBool:
+		default:
+			return nil, errNotColumnar
 		}
-		if !ok {
+		if !cache.SameAsText(arr) {
 			return nil, errNotColumnar
 		}
 		if !c.overflow {
@@ -107,34 +101,6 @@ func (d *arrowDecoder) passThrough(rec arrow.RecordBatch, n int) (arrow.RecordBa
 
 // ingestedAtType is the Encoder's type of columns.IngestedAtColumn.
 var ingestedAtType = &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
-
-// validStrings reports whether each of the column's n values is valid UTF-8. One pass over
-// all the values' bytes and a look at where each value starts is enough: a value cut inside
-// a character either leaves the bytes as a whole invalid or starts the next value with a
-// continuation byte. Bytes under a null are looked at too, and only cost a text decode.
-func validStrings(s *array.String, n int) bool {
-	offs := s.ValueOffsets()
-	data := s.ValueBytes()
-	if !utf8.Valid(data[offs[0]:offs[n]]) {
-		return false
-	}
-	for _, o := range offs[:n] {
-		if int(o) < int(offs[n]) && data[o]&0xC0 == 0x80 {
-			return false
-		}
-	}
-	return true
-}
-
-// finite reports whether each of the column's n values with a value is a finite number.
-func (c *arrowColumn) finite(n int) bool {
-	for i, f := range c.f64[:n] {
-		if math.IsNaN(f-f) && !c.null(i) {
-			return false
-		}
-	}
-	return true
-}
 
 // freshRecords returns the chunk's columnar rows whose held flag is false as the record
 // batches the server's cache logs (cache.IngestPartitionRecords): each row's user columns,
