@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"unicode/utf8"
@@ -79,9 +80,8 @@ func SameAsText(arr arrow.Array) bool {
 }
 
 // addColumns appends the rows of rec, the first with seq first, to the batch column by
-// column, and reports whether it could; false leaves its dataset as it was, and the batch
-// with no more than empty builders for columns the record's rows bring a value to, which
-// the row path then makes as well. It takes a record only into columns the dataset already has: which column a new
+// column, and reports whether it could; false leaves the batch and its dataset as they
+// were. It takes a record only into columns the dataset already has: which column a new
 // name gets, and whether it still fits under MaxColumns, depends on the order in which rows
 // bring the names, so the row path adds the columns a record brings, after which the
 // records that follow, most often alike, go column by column. It refuses too a column type
@@ -89,10 +89,14 @@ func SameAsText(arr arrow.Array) bool {
 // merge into one.
 func (b *batch) addColumns(rec arrow.RecordBatch, first, ingestedAtMicros int64) bool {
 	n := int(rec.NumRows())
-	to := make([]int, rec.NumCols()) // the batch column each record column goes to, -1 none
+	type target struct {
+		col, from int // the record's column, and its first row with a value
+		name      string
+		typ       ColType
+	}
+	var to []target
 	for j, f := range rec.Schema().Fields() {
 		arr := rec.Column(j)
-		to[j] = -1
 		if arr.NullN() == n {
 			continue // the row path never sees its name
 		}
@@ -100,30 +104,28 @@ func (b *batch) addColumns(rec arrow.RecordBatch, first, ingestedAtMicros int64)
 		if !ok || !utf8.ValidString(f.Name) || !SameAsText(arr) {
 			return false
 		}
-		i, ok := b.byName[f.Name]
-		if !ok || !b.cols[i].accepts(k, num) {
-			name, t, ok := b.ds.established(f.Name, valueType(k, num))
-			if !ok {
-				return false
-			}
-			i = b.builder(name, t)
+		tg := target{col: j, from: firstValue(arr)}
+		if i, ok := b.byName[f.Name]; ok && b.cols[i].accepts(k, num) {
+			tg.name, tg.typ = f.Name, b.cols[i].Type
+		} else if tg.name, tg.typ, ok = b.ds.established(f.Name, valueType(k, num)); !ok {
+			return false
 		}
-		for _, t := range to[:j] {
-			if t == i {
+		for _, o := range to {
+			if o.name == tg.name {
 				return false
 			}
 		}
-		to[j] = i
+		to = append(to, tg)
 	}
-	for j, i := range to {
-		if i < 0 {
-			continue
-		}
-		c := b.cols[i]
+	// The builders a new table takes its column order from, made in the row path's order:
+	// by the first row with a value, then field by field.
+	slices.SortStableFunc(to, func(x, y target) int { return x.from - y.from })
+	for _, tg := range to {
+		c := b.cols[b.builder(tg.name, tg.typ)]
 		if l := c.b.Len(); l < b.rows {
 			c.b.AppendNulls(b.rows - l)
 		}
-		b.appendColumn(c, rec.Column(j))
+		b.appendColumn(c, rec.Column(tg.col))
 	}
 	for i := range n {
 		b.seqs.Append(first + int64(i))
@@ -132,6 +134,19 @@ func (b *batch) addColumns(rec arrow.RecordBatch, first, ingestedAtMicros int64)
 	b.rows += n
 	b.maxSeq = first + int64(n) - 1
 	return true
+}
+
+// firstValue is the index of arr's first value that is not null.
+func firstValue(arr arrow.Array) int {
+	if arr.NullN() == 0 {
+		return 0
+	}
+	for i := range arr.Len() {
+		if arr.IsValid(i) {
+			return i
+		}
+	}
+	return arr.Len()
 }
 
 // appendColumn appends every value of arr to c as appendValue would append it from the

@@ -92,11 +92,19 @@ func TestArrowGroupMatchesRows(t *testing.T) {
 		for range rapid.IntRange(0, 3).Draw(t, "earlier") {
 			pre = append(pre, rapid.SampledFrom([]string{`{"a":1}`, `{"a":"s"}`, `{"n":1.5}`, `{"msg":true}`, `{"b":2}`}).Draw(t, "pre"))
 		}
+		// Some of them reached this partition's batch, the rest another partition's only, so
+		// the dataset has columns the batch has no builder for yet.
+		here := rapid.IntRange(0, len(pre)).Draw(t, "here")
 		mk := func() *batch {
 			ds := &dataset{types: map[string]ColType{}, capped: MaxColumns - room}
-			b := newBatch(ds)
+			b, other := newBatch(ds), newBatch(ds)
+			defer other.release()
 			for i, line := range pre {
-				if err := b.add(formNDJSON, []byte(line), int64(i+1), 5); err != nil {
+				to := other
+				if i < here {
+					to = b
+				}
+				if err := to.add(formNDJSON, []byte(line), int64(i+1), 5); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -126,6 +134,10 @@ func TestArrowGroupMatchesRows(t *testing.T) {
 			seq += rec.NumRows()
 			rec.Release()
 		}
+		// A new table takes its columns in the order the batch made them.
+		if g, w := builderNames(cols), builderNames(rows); !slices.Equal(g, w) {
+			t.Fatalf("columns made in the order %v, by the row path %v", g, w)
+		}
 		got, want := batchColumns(cols), batchColumns(rows)
 		gotNames, wantNames := mapKeys(got), mapKeys(want)
 		if !slices.Equal(gotNames, wantNames) {
@@ -142,6 +154,14 @@ func TestArrowGroupMatchesRows(t *testing.T) {
 		t.Fatal("no record went column by column")
 	}
 	t.Logf("%d records went column by column", columnar)
+}
+
+func builderNames(b *batch) []string {
+	var out []string
+	for _, c := range b.cols {
+		out = append(out, fmt.Sprintf("%s %s", c.Name, c.Type))
+	}
+	return out
 }
 
 func mapKeys(m map[string]arrow.Array) []string {
