@@ -47,12 +47,19 @@ func TestApplyDoesNotLeak(t *testing.T) {
 		}
 	}
 	apply(2000) // warm-up: DuckDB's caches, Go's heap
-	before := vmRSS(t)
-	apply(n)
-	grew := vmRSS(t) - before
-	t.Logf("%d Applies: resident memory grew by %d KiB", n, grew)
-	// A leak of the view's schema costs 1.6 KB an Apply; allow a quarter of that.
-	if limit := int64(n) * 400 / 1024; grew > limit {
-		t.Errorf("%d Applies grew the resident set by %d KiB, more than %d KiB: a leak per Apply", n, grew, limit)
+	// A leak of the view's schema costs 1.6 KB an Apply; allow a quarter of that. A leak grows
+	// the resident set round after round, where a heap or an allocator arena that grew once
+	// (more likely on a loaded machine) does not grow again: three rounds over it fail.
+	limit := int64(n) * 400 / 1024
+	var grew []int64
+	for range 3 {
+		before := vmRSS(t)
+		apply(n)
+		grew = append(grew, vmRSS(t)-before)
+		t.Logf("%d Applies: resident memory grew by %d KiB", n, grew[len(grew)-1])
+		if grew[len(grew)-1] <= limit {
+			return
+		}
 	}
+	t.Errorf("each of 3 rounds of %d Applies grew the resident set by more than %d KiB (%v KiB): a leak per Apply", n, limit, grew)
 }
