@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
@@ -24,6 +25,10 @@ import (
 // also half the bytes).
 type arrowBody struct {
 	client *forward.Client
+	// bodies is the shipper's pool of unit bodies (forwardShipper.bodies), which the stream
+	// is written into and handed back to: growing a unit's stream from nothing, a doubling
+	// and a zeroed allocation at a time, was a tenth of the sender's CPU.
+	bodies *sync.Pool
 	buf    bytes.Buffer
 	w      *ipc.Writer
 	sealed bool
@@ -35,8 +40,11 @@ type arrowBody struct {
 	err error
 }
 
-func newArrowBody(schema *arrow.Schema, client *forward.Client) *arrowBody {
-	b := &arrowBody{client: client}
+func newArrowBody(schema *arrow.Schema, client *forward.Client, bodies *sync.Pool) *arrowBody {
+	b := &arrowBody{client: client, bodies: bodies}
+	if buf, ok := bodies.Get().(*[]byte); ok {
+		b.buf = *bytes.NewBuffer(*buf)
+	}
 	b.w = ipc.NewWriter(&b.buf, ipc.WithSchema(schema))
 	return b
 }
@@ -69,10 +77,11 @@ func (b *arrowBody) body() []byte {
 	return b.buf.Bytes()
 }
 
-// discard drops the stream. Its bytes went on the wire as they are, and the HTTP transport
-// may read a request body after Send returned, so they are not reused.
+// discard drops the stream, and hands its buffer back for the next unit unless the stream
+// itself went on the wire (recycleBody).
 func (b *arrowBody) discard() {
 	b.seal()
+	recycleBody(b.bodies, b.buf.Bytes(), b.wire)
 	b.buf, b.wire = bytes.Buffer{}, nil
 }
 

@@ -129,10 +129,11 @@ func newShipper(ctx context.Context, x *instance, unitRows int64) (shipper, limi
 
 type forwardShipper struct {
 	client *forward.Client
-	// bodies recycles units' NDJSON text once they are done with: a unit body is megabytes,
-	// and allocating (and zeroing) each one afresh was a tenth of the sender's CPU. Only
-	// bodies that never went on the wire themselves come back (a compressed unit's): the HTTP
-	// transport may still read a request's body after Send has returned.
+	// bodies recycles units' bodies (NDJSON text, Arrow streams) once they are done with: a
+	// unit body is megabytes, and allocating (and zeroing) each one afresh was a tenth of the
+	// sender's CPU. Only bodies that never went on the wire themselves come back (a
+	// compressed unit's): the HTTP transport may still read a request's body after Send has
+	// returned.
 	bodies sync.Pool
 }
 
@@ -181,7 +182,7 @@ func (fc forwardCollector) Collect(ch chan<- prometheus.Metric) {
 // central refused it, then NDJSON.
 func (f *forwardShipper) encode(schema *arrow.Schema) (unitEncoding, error) {
 	if f.client.Format() == forward.Arrow {
-		return newArrowBody(schema, f.client), nil
+		return newArrowBody(schema, f.client, &f.bodies), nil
 	}
 	b, err := newNDJSONBody(schema)
 	if err != nil {
@@ -210,12 +211,17 @@ func (e *forwardBody) add(_ context.Context, rec arrow.RecordBatch) error {
 }
 
 func (e *forwardBody) discard() {
-	// Unsealed, Send may have sent the body as it is; sealed uncompressed, wire is body.
-	if body := e.b.body; len(e.wire) > 0 && len(body) > 0 && &e.wire[0] != &body[0] && cap(body) <= maxPooledBody {
-		buf := body[:0]
-		e.f.bodies.Put(&buf)
-	}
+	recycleBody(&e.f.bodies, e.b.body, e.wire)
 	e.b.body, e.wire = nil, nil
+}
+
+// recycleBody hands a done unit's body back to bodies, unless the body itself went on the
+// wire: unsealed, Send may have sent it as it is, and sealed uncompressed, wire is body.
+func recycleBody(bodies *sync.Pool, body, wire []byte) {
+	if len(wire) > 0 && len(body) > 0 && &wire[0] != &body[0] && cap(body) <= maxPooledBody {
+		buf := body[:0]
+		bodies.Put(&buf)
+	}
 }
 
 func (f *forwardShipper) ship(ctx context.Context, p Part, u watermark.Unit, rows *unitRows) (int64, error) {
