@@ -235,6 +235,19 @@ func (r *flushRound) addColumns(p *Partition, ds *dataset, ar arrow.RecordBatch,
 // arrowGroupBody encodes recs, which share one schema, as a group body: an Arrow IPC
 // stream, uncompressed, because the log is read once, by the flush, on the same machine.
 func arrowGroupBody(dst *bytes.Buffer, recs []arrow.RecordBatch) error {
+	// Room for the batches' buffers at once (a slice's whole buffers, so at least enough):
+	// grown by doubling, the stream's buffer was about half of what encoding it cost.
+	size := 1 << 10
+	for _, r := range recs {
+		for _, col := range r.Columns() {
+			for _, buf := range col.Data().Buffers() {
+				if buf != nil {
+					size += buf.Len()
+				}
+			}
+		}
+	}
+	dst.Grow(size)
 	w := ipc.NewWriter(dst, ipc.WithSchema(recs[0].Schema()))
 	for _, r := range recs {
 		if err := w.Write(r); err != nil {
