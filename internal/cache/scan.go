@@ -163,7 +163,10 @@ func readFile(ctx context.Context, path string, out *arrow.Schema, ids []int, si
 		return nil
 	}
 	st.RowGroupsRead += len(groups)
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: batchRows, Parallel: false}, memory.DefaultAllocator)
+	// PreAllocBinaryData gives a string column's builder its batch's bytes at once, from the
+	// column chunk's size, where it grew by doubling, one value at a time: BenchmarkScan
+	// 224-237 ns and 412 bytes a row against 275-321 ns and 718.
+	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: batchRows, Parallel: false, PreAllocBinaryData: true}, memory.DefaultAllocator)
 	if err != nil {
 		return err
 	}
