@@ -150,9 +150,33 @@ func firstValue(arr arrow.Array) int {
 }
 
 // appendColumn appends every value of arr to c as appendValue would append it from the
-// value's JSON text: a string column takes a number's or a boolean's text.
+// value's JSON text: a string column takes a number's or a boolean's text. A column with no
+// null of the builder's own type is appended at once.
 func (b *batch) appendColumn(c *colBuilder, arr arrow.Array) {
 	n := arr.Len()
+	if arr.NullN() == 0 {
+		switch a := arr.(type) {
+		case *array.String:
+			if bl, ok := c.b.(*stringCol); ok {
+				var data []byte
+				if buf := a.Data().Buffers()[2]; buf != nil {
+					data = buf.Bytes()
+				}
+				bl.appendStrings(a.ValueOffsets(), data)
+				return
+			}
+		case *array.Int64:
+			if bl, ok := c.b.(*array.Int64Builder); ok {
+				bl.AppendValues(a.Int64Values(), nil)
+				return
+			}
+		case *array.Float64:
+			if bl, ok := c.b.(*array.Float64Builder); ok {
+				bl.AppendValues(a.Float64Values(), nil)
+				return
+			}
+		}
+	}
 	switch bl := c.b.(type) {
 	case *stringCol:
 		for i := range n {

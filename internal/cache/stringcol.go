@@ -47,6 +47,26 @@ func appendText[T string | []byte](s *stringCol, v T) {
 	}
 }
 
+// appendStrings appends the len(offs)-1 values data[offs[i]:offs[i+1]], none of them null,
+// at once: an Arrow string column's offsets and data.
+func (s *stringCol) appendStrings(offs []int32, data []byte) {
+	if len(s.offsets) == 0 {
+		s.offsets = append(s.offsets, 0)
+	}
+	rows, n := len(s.offsets)-1, len(offs)-1
+	shift := int32(len(s.data)) - offs[0]
+	s.data = append(s.data, data[offs[0]:offs[n]]...)
+	for _, o := range offs[1:] {
+		s.offsets = append(s.offsets, o+shift)
+	}
+	if s.valid != nil {
+		s.growValid(rows + n)
+		for i := rows; i < rows+n; i++ {
+			s.valid[i/8] |= 1 << (i % 8)
+		}
+	}
+}
+
 func (s *stringCol) AppendNulls(n int) {
 	if len(s.offsets) == 0 {
 		s.offsets = append(s.offsets, 0)
