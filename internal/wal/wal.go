@@ -99,7 +99,7 @@ type Log struct {
 
 	seg       segmentFile
 	segIndex  uint64
-	segSize   int64
+	segSize   int64 // bytes written out to seg; changed under ioMu and mu both, so either reads it
 	firstSize int64 // bytes of the segment's first record, which alone does not need sealing
 	done      chan struct{}
 }
@@ -352,6 +352,7 @@ func (l *Log) writeOut() error {
 	l.mu.Unlock()
 	var err error
 	var noSpace bool
+	var wrote int64
 	if len(buf) > 0 {
 		if _, err = l.seg.Write(buf); err == nil {
 			start := time.Now()
@@ -360,7 +361,7 @@ func (l *Log) writeOut() error {
 				l.onSync(time.Since(start))
 			}
 			if err == nil {
-				l.segSize += int64(len(buf))
+				wrote = int64(len(buf))
 			}
 		} else if fsutil.NoSpace(err) {
 			noSpace = true
@@ -386,6 +387,7 @@ func (l *Log) writeOut() error {
 	if target > l.synced {
 		l.synced = target
 	}
+	l.segSize += wrote
 	if len(buf) > 0 {
 		l.writtenPos = max(l.writtenPos, pos)
 	}
