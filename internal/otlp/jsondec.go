@@ -659,80 +659,15 @@ func (d *jsonDecoder) skip() {
 }
 
 func (d *jsonDecoder) decodeRequest(sig Signal) error {
-	key := map[Signal][2]string{
-		Logs:    {"resourceLogs", "resource_logs"},
-		Traces:  {"resourceSpans", "resource_spans"},
-		Metrics: {"resourceMetrics", "resource_metrics"},
-	}[sig]
-	if d.object() {
-		for first := true; ; {
-			k, ok := d.member(&first)
-			if !ok {
-				break
-			}
-			if string(k) != key[0] && string(k) != key[1] {
-				d.skip()
-				continue
-			}
-			if d.array() {
-				for first := true; d.elem(&first); {
-					d.resourceGroups(sig)
-				}
-			}
-		}
-	}
+	d.message(requestMsg(sig), ref{})
 	if d.err == nil && d.peek() != 0 {
 		d.fail("data after the request object")
 	}
 	return d.err
 }
 
-// scopeKeys are the member names of a Resource*'s scope groups and of a
-// Scope*'s records, per signal.
-var scopeKeys = map[Signal]struct{ groups, groupsSnake, deprecated, deprecatedSnake, records, recordsSnake string }{
-	Logs:    {"scopeLogs", "scope_logs", "deprecatedScopeLogs", "deprecated_scope_logs", "logRecords", "log_records"},
-	Traces:  {"scopeSpans", "scope_spans", "deprecatedScopeSpans", "deprecated_scope_spans", "spans", "spans"},
-	Metrics: {"scopeMetrics", "scope_metrics", "deprecatedScopeMetrics", "deprecated_scope_metrics", "metrics", "metrics"},
-}
-
-func (d *jsonDecoder) resourceGroups(sig Signal) {
-	a := d.a
-	keys := scopeKeys[sig]
-	res := int32(len(a.resources))
-	a.resources = append(grow(a, a.resources, 1), list{})
-	var attrs list
-	if d.object() {
-		for first := true; ; {
-			k, ok := d.member(&first)
-			if !ok {
-				break
-			}
-			switch string(k) {
-			case "resource":
-				d.resource(&attrs)
-			case keys.groups, keys.groupsSnake, keys.deprecated, keys.deprecatedSnake:
-				n := len(a.groups)
-				if d.array() {
-					for first := true; d.elem(&first); {
-						d.scopeGroup(sig, res)
-					}
-				}
-				// pdata's JSON decoder keeps deprecated groups apart and
-				// never uses them.
-				if string(k) == keys.deprecated || string(k) == keys.deprecatedSnake {
-					a.groups = a.groups[:n]
-				}
-			case "schemaUrl", "schema_url":
-				d.str()
-			default:
-				d.skip()
-			}
-		}
-	}
-	a.resources[res] = attrs
-}
-
-func (d *jsonDecoder) resource(attrs *list) {
+// message reads an object as message m into the model at r.
+func (d *jsonDecoder) message(m *message, r ref) {
 	if !d.object() {
 		return
 	}
@@ -741,603 +676,60 @@ func (d *jsonDecoder) resource(attrs *list) {
 		if !ok {
 			return
 		}
-		switch string(k) {
-		case "attributes":
-			d.attrs(attrs)
-		case "droppedAttributesCount", "dropped_attributes_count":
-			d.u32()
-		case "entityRefs", "entity_refs":
+		switch f := m.byName(k); {
+		case f == nil:
+			d.skip()
+		case f.rep:
 			if d.array() {
 				for first := true; d.elem(&first); {
-					d.entityRef()
+					d.field(f, r)
 				}
 			}
 		default:
-			d.skip()
+			d.field(f, r)
 		}
 	}
 }
 
-func (d *jsonDecoder) entityRef() {
-	if !d.object() {
+// field reads one value of field f.
+func (d *jsonDecoder) field(f *field, r ref) {
+	var v uint64
+	var b []byte
+	switch f.kind {
+	case kFixed64:
+		v = d.u64()
+	case kDouble:
+		v = math.Float64bits(d.double())
+	case kSfixed64, kInt64:
+		v = uint64(d.i64())
+	case kUint32, kFixed32:
+		v = uint64(d.u32())
+	case kInt32, kSint32:
+		v = uint64(uint32(d.i32()))
+	case kEnum:
+		v = uint64(uint32(d.enum(f.enum)))
+	case kBool, kBool64:
+		if d.boolean() {
+			v = 1
+		}
+	case kString, kStrValue:
+		b = d.str()
+	case kBytes:
+		b = d.base64()
+	case kTraceID, kSpanID:
+		d.id(f.id(r))
+		return
+	case kFixed64s, kVarints:
+		d.u64s(f.list(r))
+		return
+	case kDoubles:
+		d.f64s(f.list(r))
+		return
+	case kMessage:
+		d.message(f.sub, d.a.begin(f, r))
 		return
 	}
-	for first := true; ; {
-		k, ok := d.member(&first)
-		if !ok {
-			return
-		}
-		switch string(k) {
-		case "schemaUrl", "schema_url", "type":
-			d.str()
-		case "idKeys", "id_keys", "descriptionKeys", "description_keys":
-			if d.array() {
-				for first := true; d.elem(&first); {
-					d.str()
-				}
-			}
-		default:
-			d.skip()
-		}
-	}
-}
-
-func (d *jsonDecoder) scopeGroup(sig Signal, res int32) {
-	a := d.a
-	keys := scopeKeys[sig]
-	g := group{res: res}
-	count := func() int32 {
-		switch sig {
-		case Logs:
-			return int32(len(a.logs))
-		case Traces:
-			return int32(len(a.spans))
-		}
-		return int32(len(a.metrics))
-	}
-	g.start = count()
-	if d.object() {
-		for first := true; ; {
-			k, ok := d.member(&first)
-			if !ok {
-				break
-			}
-			switch string(k) {
-			case "scope":
-				d.scope(&g.scope)
-			case keys.records, keys.recordsSnake:
-				if d.array() {
-					for first := true; d.elem(&first); {
-						switch sig {
-						case Logs:
-							d.logRecord()
-						case Traces:
-							d.span()
-						default:
-							d.metric()
-						}
-					}
-				}
-			case "schemaUrl", "schema_url":
-				d.str()
-			default:
-				d.skip()
-			}
-		}
-	}
-	g.end = count()
-	a.groups = append(grow(a, a.groups, 1), g)
-}
-
-func (d *jsonDecoder) scope(s *scope) {
-	if !d.object() {
-		return
-	}
-	for first := true; ; {
-		k, ok := d.member(&first)
-		if !ok {
-			return
-		}
-		switch string(k) {
-		case "name":
-			s.name = d.str()
-		case "version":
-			s.version = d.str()
-		case "attributes":
-			d.attrs(&s.attrs)
-		case "droppedAttributesCount", "dropped_attributes_count":
-			d.u32()
-		default:
-			d.skip()
-		}
-	}
-}
-
-// attrs reads an array of KeyValue and appends them to l.
-func (d *jsonDecoder) attrs(l *list) {
-	if !d.array() {
-		return
-	}
-	for first := true; d.elem(&first); {
-		i := d.a.newNode()
-		d.a.appendTo(l, i)
-		d.keyValue(i)
-	}
-}
-
-func (d *jsonDecoder) keyValue(i int32) {
-	if !d.object() {
-		return
-	}
-	for first := true; ; {
-		k, ok := d.member(&first)
-		if !ok {
-			return
-		}
-		switch string(k) {
-		case "key":
-			key := d.str()
-			d.a.nodes[i].key = key
-		case "value":
-			d.anyValue(i)
-		case "keyStrindex", "key_strindex":
-			d.i32()
-		default:
-			d.skip()
-		}
-	}
-}
-
-// anyValue reads an AnyValue into node i, merging as pdata does: the last
-// member of the oneof wins and an array or kvlist starts afresh.
-func (d *jsonDecoder) anyValue(i int32) {
-	a := d.a
-	if !d.object() {
-		return
-	}
-	for first := true; ; {
-		k, ok := d.member(&first)
-		if !ok {
-			return
-		}
-		switch string(k) {
-		case "stringValue", "string_value":
-			s := d.str()
-			a.nodes[i].kind, a.nodes[i].s, a.nodes[i].ascii = kindStr, s, d.ascii
-		case "boolValue", "bool_value":
-			var v uint64
-			if d.boolean() {
-				v = 1
-			}
-			a.nodes[i].kind, a.nodes[i].num = kindBool, v
-		case "intValue", "int_value":
-			v := d.i64()
-			a.nodes[i].kind, a.nodes[i].num = kindInt, uint64(v)
-		case "doubleValue", "double_value":
-			v := d.double()
-			a.nodes[i].kind, a.nodes[i].num = kindDouble, math.Float64bits(v)
-		case "arrayValue", "array_value", "kvlistValue", "kvlist_value":
-			kv := string(k) == "kvlistValue" || string(k) == "kvlist_value"
-			var kids list
-			d.valueList(&kids, kv)
-			a.nodes[i].kind, a.nodes[i].kids = kindArray, kids
-			if kv {
-				a.nodes[i].kind = kindKvlist
-			}
-		case "bytesValue", "bytes_value":
-			s := d.base64()
-			a.nodes[i].kind, a.nodes[i].s = kindBytes, s
-		case "stringValueStrindex", "string_value_strindex":
-			d.i32()
-			a.nodes[i].kind = kindEmpty
-		default:
-			d.skip()
-		}
-	}
-}
-
-// valueList reads an ArrayValue or KeyValueList object ({"values": [...]}).
-func (d *jsonDecoder) valueList(kids *list, kv bool) {
-	if !d.object() {
-		return
-	}
-	for first := true; ; {
-		k, ok := d.member(&first)
-		if !ok {
-			return
-		}
-		if string(k) != "values" {
-			d.skip()
-			continue
-		}
-		if !d.array() {
-			continue
-		}
-		for first := true; d.elem(&first); {
-			i := d.a.newNode()
-			d.a.appendTo(kids, i)
-			if kv {
-				d.keyValue(i)
-			} else {
-				d.anyValue(i)
-			}
-		}
-	}
-}
-
-var severityNumbers = map[string]int32{
-	"SEVERITY_NUMBER_UNSPECIFIED": 0,
-	// pdata's name for 1 has a trailing space; its decoder accepts only
-	// that spelling, so this one does too.
-	"SEVERITY_NUMBER_TRACE ": 1, "SEVERITY_NUMBER_TRACE2": 2, "SEVERITY_NUMBER_TRACE3": 3, "SEVERITY_NUMBER_TRACE4": 4,
-	"SEVERITY_NUMBER_DEBUG": 5, "SEVERITY_NUMBER_DEBUG2": 6, "SEVERITY_NUMBER_DEBUG3": 7, "SEVERITY_NUMBER_DEBUG4": 8,
-	"SEVERITY_NUMBER_INFO": 9, "SEVERITY_NUMBER_INFO2": 10, "SEVERITY_NUMBER_INFO3": 11, "SEVERITY_NUMBER_INFO4": 12,
-	"SEVERITY_NUMBER_WARN": 13, "SEVERITY_NUMBER_WARN2": 14, "SEVERITY_NUMBER_WARN3": 15, "SEVERITY_NUMBER_WARN4": 16,
-	"SEVERITY_NUMBER_ERROR": 17, "SEVERITY_NUMBER_ERROR2": 18, "SEVERITY_NUMBER_ERROR3": 19, "SEVERITY_NUMBER_ERROR4": 20,
-	"SEVERITY_NUMBER_FATAL": 21, "SEVERITY_NUMBER_FATAL2": 22, "SEVERITY_NUMBER_FATAL3": 23, "SEVERITY_NUMBER_FATAL4": 24,
-}
-
-var (
-	spanKindNumbers = map[string]int32{
-		"SPAN_KIND_UNSPECIFIED": 0, "SPAN_KIND_INTERNAL": 1, "SPAN_KIND_SERVER": 2,
-		"SPAN_KIND_CLIENT": 3, "SPAN_KIND_PRODUCER": 4, "SPAN_KIND_CONSUMER": 5,
-	}
-	statusCodeNumbers  = map[string]int32{"STATUS_CODE_UNSET": 0, "STATUS_CODE_OK": 1, "STATUS_CODE_ERROR": 2}
-	temporalityNumbers = map[string]int32{"AGGREGATION_TEMPORALITY_UNSPECIFIED": 0, "AGGREGATION_TEMPORALITY_DELTA": 1, "AGGREGATION_TEMPORALITY_CUMULATIVE": 2}
-)
-
-func (d *jsonDecoder) body(body *int32) {
-	if *body == 0 {
-		*body = d.a.newNode() + 1
-	}
-	d.anyValue(*body - 1)
-}
-
-func (d *jsonDecoder) logRecord() {
-	var lr logRecord
-	if d.object() {
-		for first := true; ; {
-			k, ok := d.member(&first)
-			if !ok {
-				break
-			}
-			switch string(k) {
-			case "timeUnixNano", "time_unix_nano":
-				lr.time = d.u64()
-			case "observedTimeUnixNano", "observed_time_unix_nano":
-				lr.observed = d.u64()
-			case "severityNumber", "severity_number":
-				lr.severity = d.enum(severityNumbers)
-			case "severityText", "severity_text":
-				lr.sevText = d.str()
-			case "body":
-				d.body(&lr.body)
-			case "attributes":
-				d.attrs(&lr.attrs)
-			case "droppedAttributesCount", "dropped_attributes_count":
-				lr.dropped = d.u32()
-			case "flags":
-				lr.flags = d.u32()
-			case "traceId", "trace_id":
-				d.id(lr.traceID[:])
-			case "spanId", "span_id":
-				d.id(lr.spanID[:])
-			case "eventName", "event_name":
-				lr.event = d.str()
-			default:
-				d.skip()
-			}
-		}
-	}
-	d.a.logs = append(grow(d.a, d.a.logs, 1), lr)
-}
-
-func (d *jsonDecoder) span() {
-	a := d.a
-	s := span{events: int32(len(a.events)), links: int32(len(a.links))}
-	if d.object() {
-		for first := true; ; {
-			k, ok := d.member(&first)
-			if !ok {
-				break
-			}
-			switch string(k) {
-			case "traceId", "trace_id":
-				d.id(s.traceID[:])
-			case "spanId", "span_id":
-				d.id(s.spanID[:])
-			case "traceState", "trace_state":
-				s.traceState = d.str()
-			case "parentSpanId", "parent_span_id":
-				d.id(s.parent[:])
-			case "flags":
-				s.flags = d.u32()
-			case "name":
-				s.name = d.str()
-			case "kind":
-				s.kind = d.enum(spanKindNumbers)
-			case "startTimeUnixNano", "start_time_unix_nano":
-				s.start = d.u64()
-			case "endTimeUnixNano", "end_time_unix_nano":
-				s.end = d.u64()
-			case "attributes":
-				d.attrs(&s.attrs)
-			case "droppedAttributesCount", "dropped_attributes_count":
-				s.dropped = d.u32()
-			case "events":
-				if d.array() {
-					for first := true; d.elem(&first); {
-						d.event()
-					}
-				}
-			case "droppedEventsCount", "dropped_events_count":
-				s.droppedEv = d.u32()
-			case "links":
-				if d.array() {
-					for first := true; d.elem(&first); {
-						d.link()
-					}
-				}
-			case "droppedLinksCount", "dropped_links_count":
-				s.droppedLn = d.u32()
-			case "status":
-				d.status(&s)
-			default:
-				d.skip()
-			}
-		}
-	}
-	s.eventsEnd, s.linksEnd = int32(len(a.events)), int32(len(a.links))
-	a.spans = append(grow(a, a.spans, 1), s)
-}
-
-func (d *jsonDecoder) status(s *span) {
-	if !d.object() {
-		return
-	}
-	for first := true; ; {
-		k, ok := d.member(&first)
-		if !ok {
-			return
-		}
-		switch string(k) {
-		case "message":
-			s.statusMsg = d.str()
-		case "code":
-			s.statusCode = d.enum(statusCodeNumbers)
-		default:
-			d.skip()
-		}
-	}
-}
-
-func (d *jsonDecoder) event() {
-	var ev event
-	if d.object() {
-		for first := true; ; {
-			k, ok := d.member(&first)
-			if !ok {
-				break
-			}
-			switch string(k) {
-			case "timeUnixNano", "time_unix_nano":
-				ev.time = d.u64()
-			case "name":
-				ev.name = d.str()
-			case "attributes":
-				d.attrs(&ev.attrs)
-			case "droppedAttributesCount", "dropped_attributes_count":
-				ev.dropped = d.u32()
-			default:
-				d.skip()
-			}
-		}
-	}
-	d.a.events = append(grow(d.a, d.a.events, 1), ev)
-}
-
-func (d *jsonDecoder) link() {
-	var l link
-	if d.object() {
-		for first := true; ; {
-			k, ok := d.member(&first)
-			if !ok {
-				break
-			}
-			switch string(k) {
-			case "traceId", "trace_id":
-				d.id(l.traceID[:])
-			case "spanId", "span_id":
-				d.id(l.spanID[:])
-			case "traceState", "trace_state":
-				l.traceState = d.str()
-			case "attributes":
-				d.attrs(&l.attrs)
-			case "droppedAttributesCount", "dropped_attributes_count":
-				l.dropped = d.u32()
-			case "flags":
-				l.flags = d.u32()
-			default:
-				d.skip()
-			}
-		}
-	}
-	d.a.links = append(grow(d.a, d.a.links, 1), l)
-}
-
-func (d *jsonDecoder) metric() {
-	var m metric
-	if d.object() {
-		for first := true; ; {
-			k, ok := d.member(&first)
-			if !ok {
-				break
-			}
-			switch string(k) {
-			case "name":
-				m.name = d.str()
-			case "description":
-				m.desc = d.str()
-			case "unit":
-				m.unit = d.str()
-			case "gauge":
-				d.metricData(metricGauge, &m)
-			case "sum":
-				d.metricData(metricSum, &m)
-			case "histogram":
-				d.metricData(metricHistogram, &m)
-			case "exponentialHistogram", "exponential_histogram":
-				d.metricData(metricExpHistogram, &m)
-			case "summary":
-				d.metricData(metricSummary, &m)
-			case "metadata":
-				d.attrs(&m.metadata)
-			default:
-				d.skip()
-			}
-		}
-	}
-	d.a.metrics = append(grow(d.a, d.a.metrics, 1), m)
-}
-
-// metricData reads a Gauge, Sum, Histogram, ExponentialHistogram or Summary,
-// replacing the data the metric had.
-func (d *jsonDecoder) metricData(typ metricType, m *metric) {
-	a := d.a
-	m.typ, m.temporality, m.monotonic = typ, 0, false
-	m.points = int32(len(a.points))
-	if d.object() {
-		for first := true; ; {
-			k, ok := d.member(&first)
-			if !ok {
-				break
-			}
-			switch string(k) {
-			case "dataPoints", "data_points":
-				if d.array() {
-					for first := true; d.elem(&first); {
-						d.point(typ)
-					}
-				}
-			case "aggregationTemporality", "aggregation_temporality":
-				if typ == metricGauge || typ == metricSummary {
-					d.skip()
-				} else {
-					m.temporality = d.enum(temporalityNumbers)
-				}
-			case "isMonotonic", "is_monotonic":
-				if typ == metricSum {
-					m.monotonic = d.boolean()
-				} else {
-					d.skip()
-				}
-			default:
-				d.skip()
-			}
-		}
-	}
-	m.end = int32(len(a.points))
-}
-
-// jsonPointFields maps each data point type's member names to fields.
-var jsonPointFields = func() map[metricType]map[string]pointField {
-	common := map[string]pointField{
-		"attributes": pfAttrs, "startTimeUnixNano": pfStart, "start_time_unix_nano": pfStart,
-		"timeUnixNano": pfTime, "time_unix_nano": pfTime, "flags": pfFlags,
-	}
-	with := func(extra map[string]pointField) map[string]pointField {
-		m := map[string]pointField{}
-		for k, v := range common {
-			m[k] = v
-		}
-		for k, v := range extra {
-			m[k] = v
-		}
-		return m
-	}
-	number := with(map[string]pointField{"asDouble": pfDouble, "as_double": pfDouble, "asInt": pfInt, "as_int": pfInt, "exemplars": pfExemplars})
-	return map[metricType]map[string]pointField{
-		metricGauge: number,
-		metricSum:   number,
-		metricHistogram: with(map[string]pointField{"count": pfCount, "sum": pfSum, "bucketCounts": pfBucketCounts, "bucket_counts": pfBucketCounts,
-			"explicitBounds": pfBounds, "explicit_bounds": pfBounds, "exemplars": pfExemplars, "min": pfMin, "max": pfMax}),
-		metricExpHistogram: with(map[string]pointField{"count": pfCount, "sum": pfSum, "scale": pfScale, "zeroCount": pfZeroCount, "zero_count": pfZeroCount,
-			"positive": pfPositive, "negative": pfNegative, "exemplars": pfExemplars, "min": pfMin, "max": pfMax,
-			"zeroThreshold": pfZeroThreshold, "zero_threshold": pfZeroThreshold}),
-		metricSummary: with(map[string]pointField{"count": pfCount, "sum": pfSum, "quantileValues": pfQuantiles, "quantile_values": pfQuantiles}),
-	}
-}()
-
-func (d *jsonDecoder) point(typ metricType) {
-	a := d.a
-	fields := jsonPointFields[typ]
-	pt := point{exemplars: span32{int32(len(a.exemplars)), int32(len(a.exemplars))}}
-	if d.object() {
-		for first := true; ; {
-			k, ok := d.member(&first)
-			if !ok {
-				break
-			}
-			switch fields[string(k)] {
-			case pfAttrs:
-				d.attrs(&pt.attrs)
-			case pfStart:
-				pt.start = d.u64()
-			case pfTime:
-				pt.time = d.u64()
-			case pfFlags:
-				pt.flags = d.u32()
-			case pfDouble:
-				pt.num, pt.numKind = math.Float64bits(d.double()), numDouble
-			case pfInt:
-				pt.num, pt.numKind = uint64(d.i64()), numInt
-			case pfExemplars:
-				if d.array() {
-					for first := true; d.elem(&first); {
-						d.exemplar()
-					}
-				}
-				pt.exemplars.end = int32(len(a.exemplars))
-			case pfCount:
-				pt.count = d.u64()
-			case pfSum:
-				pt.sum, pt.hasSum = d.double(), true
-			case pfMin:
-				pt.min, pt.hasMin = d.double(), true
-			case pfMax:
-				pt.max, pt.hasMax = d.double(), true
-			case pfBucketCounts:
-				d.u64s(&pt.counts)
-			case pfBounds:
-				if d.array() {
-					a.f64s = toTail(a, a.f64s, &pt.bounds)
-					for first := true; d.elem(&first); {
-						a.f64s = append(grow(a, a.f64s, 1), d.double())
-					}
-					pt.bounds.end = int32(len(a.f64s))
-				}
-			case pfScale:
-				pt.scale = d.i32()
-			case pfZeroCount:
-				pt.zeroCount = d.u64()
-			case pfZeroThreshold:
-				pt.zeroThreshold = d.double()
-			case pfPositive:
-				d.buckets(&pt.pos)
-			case pfNegative:
-				d.buckets(&pt.neg)
-			case pfQuantiles:
-				if d.array() {
-					for first := true; d.elem(&first); {
-						d.quantile(&pt)
-					}
-				}
-			default:
-				d.skip()
-			}
-		}
-	}
-	a.points = append(grow(a, a.points, 1), pt)
+	d.a.store(f, r, v, b, d.ascii)
 }
 
 // u64s appends an array of integers to the list r.
@@ -1353,72 +745,15 @@ func (d *jsonDecoder) u64s(r *span32) {
 	r.end = int32(len(a.u64s))
 }
 
-func (d *jsonDecoder) buckets(b *buckets) {
-	if !d.object() {
+// f64s appends an array of doubles to the list r.
+func (d *jsonDecoder) f64s(r *span32) {
+	a := d.a
+	if !d.array() {
 		return
 	}
-	for first := true; ; {
-		k, ok := d.member(&first)
-		if !ok {
-			return
-		}
-		switch string(k) {
-		case "offset":
-			b.offset = d.i32()
-		case "bucketCounts", "bucket_counts":
-			d.u64s(&b.counts)
-		default:
-			d.skip()
-		}
+	a.f64s = toTail(a, a.f64s, r)
+	for first := true; d.elem(&first); {
+		a.f64s = append(grow(a, a.f64s, 1), d.double())
 	}
-}
-
-func (d *jsonDecoder) quantile(pt *point) {
-	var q, v float64
-	if d.object() {
-		for first := true; ; {
-			k, ok := d.member(&first)
-			if !ok {
-				break
-			}
-			switch string(k) {
-			case "quantile":
-				q = d.double()
-			case "value":
-				v = d.double()
-			default:
-				d.skip()
-			}
-		}
-	}
-	d.a.appendQuantile(pt, q, v)
-}
-
-func (d *jsonDecoder) exemplar() {
-	var ex exemplar
-	if d.object() {
-		for first := true; ; {
-			k, ok := d.member(&first)
-			if !ok {
-				break
-			}
-			switch string(k) {
-			case "filteredAttributes", "filtered_attributes":
-				d.attrs(&ex.attrs)
-			case "timeUnixNano", "time_unix_nano":
-				ex.time = d.u64()
-			case "asDouble", "as_double":
-				ex.num, ex.numKind = math.Float64bits(d.double()), numDouble
-			case "asInt", "as_int":
-				ex.num, ex.numKind = uint64(d.i64()), numInt
-			case "traceId", "trace_id":
-				d.id(ex.traceID[:])
-			case "spanId", "span_id":
-				d.id(ex.spanID[:])
-			default:
-				d.skip()
-			}
-		}
-	}
-	d.a.exemplars = append(grow(d.a, d.a.exemplars, 1), ex)
+	r.end = int32(len(a.f64s))
 }

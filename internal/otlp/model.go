@@ -1,9 +1,6 @@
 package otlp
 
-import (
-	"math"
-	"unsafe"
-)
+import "unsafe"
 
 // The decoders (protobuf and JSON) parse a whole request into this model
 // before any row is written, because both encodings allow the resource and
@@ -55,6 +52,7 @@ type group struct {
 	res        int32 // index into arena.resources
 	scope      scope
 	start, end int32
+	deprecated bool // from a deprecated scope groups field (see arena.dropDeprecated)
 }
 
 type logRecord struct {
@@ -317,19 +315,4 @@ func toTail[T any](a *arena, s []T, r *span32) []T {
 		r.start, r.end = n, int32(len(s))
 	}
 	return s
-}
-
-func (a *arena) appendFixed64(double bool, v uint64) {
-	if double {
-		a.f64s = append(grow(a, a.f64s, 1), math.Float64frombits(v))
-	} else {
-		a.u64s = append(grow(a, a.u64s, 1), v)
-	}
-}
-
-// appendQuantile adds one (quantile, value) pair to pt.
-func (a *arena) appendQuantile(pt *point, q, v float64) {
-	a.f64s = toTail(a, a.f64s, &pt.quantiles)
-	a.f64s = append(grow(a, a.f64s, 2), q, v)
-	pt.quantiles.end = int32(len(a.f64s))
 }

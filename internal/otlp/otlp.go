@@ -224,6 +224,7 @@ func (b *Batch) DecodeMetered(sig Signal, contentType string, body []byte, m Met
 	if err != nil {
 		return fmt.Errorf("otlp: malformed %s %s body: %w", sig, format, err)
 	}
+	a.dropDeprecated(isJSON)
 	// Rows repeat the resource and scope fields in each record and spell
 	// out names protobuf numbers, so they outgrow a protobuf body; a JSON
 	// body's rows take about its size, a little more when its records are
