@@ -659,7 +659,7 @@ func (d *jsonDecoder) skip() {
 }
 
 func (d *jsonDecoder) decodeRequest(sig Signal) error {
-	d.message(requestMsg(sig), ref{})
+	d.message(requestMsg(sig), nowhere)
 	if d.err == nil && d.peek() != 0 {
 		d.fail("data after the request object")
 	}
@@ -693,43 +693,55 @@ func (d *jsonDecoder) message(m *message, r ref) {
 
 // field reads one value of field f.
 func (d *jsonDecoder) field(f *field, r ref) {
-	var v uint64
-	var b []byte
 	switch f.kind {
 	case kFixed64:
-		v = d.u64()
+		f.set64(r.ptr(), d.u64())
 	case kDouble:
-		v = math.Float64bits(d.double())
+		f.set64(r.ptr(), math.Float64bits(d.double()))
 	case kSfixed64, kInt64:
-		v = uint64(d.i64())
+		f.set64(r.ptr(), uint64(d.i64()))
+	case kBool64:
+		f.set64(r.ptr(), b2u(d.boolean()))
 	case kUint32, kFixed32:
-		v = uint64(d.u32())
+		f.set32(r.ptr(), d.u32())
 	case kInt32, kSint32:
-		v = uint64(uint32(d.i32()))
+		f.set32(r.ptr(), uint32(d.i32()))
 	case kEnum:
-		v = uint64(uint32(d.enum(f.enum)))
-	case kBool, kBool64:
-		if d.boolean() {
-			v = 1
-		}
-	case kString, kStrValue:
-		b = d.str()
+		f.set32(r.ptr(), uint32(d.enum(f.enum)))
+	case kBool:
+		f.setBool(r.ptr(), d.boolean())
+	case kString:
+		f.setBytes(r.ptr(), d.str())
+	case kStrValue:
+		s := d.str()
+		setStr(r.ptr(), s, d.ascii)
 	case kBytes:
-		b = d.base64()
+		b := d.base64()
+		f.setBytes(r.ptr(), b)
+		f.mark(r.ptr())
 	case kTraceID, kSpanID:
-		d.id(f.id(r))
-		return
+		d.id(f.id(r.ptr()))
 	case kFixed64s, kVarints:
-		d.u64s(f.list(r))
-		return
+		d.u64s(f.list(r.ptr()))
 	case kDoubles:
-		d.f64s(f.list(r))
-		return
+		d.f64s(f.list(r.ptr()))
 	case kMessage:
 		d.message(f.sub, d.a.begin(f, r))
-		return
+	case kDropString:
+		d.str()
+	case kDropUint32:
+		d.u32()
+	case kDropInt32:
+		d.i32()
+		f.mark(r.ptr())
 	}
-	d.a.store(f, r, v, b, d.ascii)
+}
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // u64s appends an array of integers to the list r.

@@ -9,15 +9,16 @@ import (
 // once: its protobuf number, how its value is read from either encoding, its
 // OTLP/JSON member name and where the value lands in the model (model.go). The
 // protobuf decoder looks fields up by number, the JSON decoder by name; both
-// read the value their own way and then store it with the same code
-// (arena.store, arena.begin), so the two cannot disagree about what a field
-// means. A field not in its message's table is unknown and skipped.
+// read the value their own way and then store it with the same code (the
+// field setters and arena.begin), so the two cannot disagree about what a
+// field means. A field not in its message's table is unknown and skipped.
 
 // kind says how a field's value is read and how it is stored.
 type kind uint8
 
 const (
-	kFixed64  kind = iota // fixed64 into a uint64; JSON: an integer, number or decimal string
+	kNone     kind = iota // not a field of the message: skipped
+	kFixed64              // fixed64 into a uint64; JSON: an integer, number or decimal string
 	kDouble               // double into a float64; JSON: a number or a string ParseFloat takes
 	kSfixed64             // sfixed64 into a uint64 (int64 bits); JSON: a signed integer
 	kInt64                // varint int64 into a uint64; JSON: a signed integer
@@ -29,7 +30,7 @@ const (
 	kEnum                 // varint into an int32; JSON: a number or a name in field.enum
 	kBool                 // varint bool into a bool
 	kString               // string into a []byte
-	kStrValue             // AnyValue's string into node.s, with node.ascii from the JSON reader
+	kStrValue             // AnyValue's string into node.s, marked so, with node.ascii from the JSON reader
 	kBytes                // bytes into a []byte; JSON: base64
 	kTraceID              // 16 bytes (JSON: hex) into a [16]byte; empty is all zero
 	kSpanID               // 8 bytes (JSON: hex) into an [8]byte; empty is all zero
@@ -37,10 +38,12 @@ const (
 	kDoubles              // repeated double into a span32 of arena.f64s
 	kVarints              // repeated varint uint64 into a span32 of arena.u64s; packed or not, both append
 	kMessage              // a message, field.sub, whose model elem finds
+	// Fields rows do not use: read and checked as kString, kUint32 and kInt32
+	// are, then dropped.
+	kDropString
+	kDropUint32
+	kDropInt32
 )
-
-// drop as a field's offset reads the value, checking it, and stores it nowhere.
-const drop = ^uintptr(0)
 
 // elem says where a message field's own fields land.
 type elem uint8
@@ -72,7 +75,7 @@ type field struct {
 	json   string // lowerCamelCase; its snake_case spelling is accepted too, as pdata does
 	kind   kind
 	rep    bool    // repeated message or string: one element per occurrence, a JSON array
-	off    uintptr // of the value in the message's model, or drop
+	off    uintptr // of the value in the message's model
 	tagged bool    // a oneof: storing the value also stores tag at tagOff
 	tag    uint8
 	tagOff uintptr
@@ -90,10 +93,13 @@ type message struct {
 	fields []field
 	// nodes marks the AnyValue, ArrayValue, KeyValueList and KeyValue levels
 	// maxProtoDepth counts.
-	nodes   bool
-	byNum   []*field  // by field number, for numbers below len
-	byLen   [][]named // JSON member names by length
-	maxName int
+	nodes bool
+	// kinds and byNum are the fields by number, for numbers below maxNum: the
+	// protobuf decoder dispatches on the kind, one load from the number as a
+	// compiled switch would be.
+	kinds [maxNum]kind
+	byNum [maxNum]*field
+	byLen [][]named // JSON member names by length
 }
 
 // maxNum bounds the field numbers byNum indexes; higher ones are looked up in fields.
@@ -111,11 +117,14 @@ func (m *message) define(nodes bool, fields ...field) {
 	m.fields, m.nodes = fields, nodes
 	for i := range m.fields {
 		f := &m.fields[i]
+		switch {
+		case f.kind == kNone:
+			panic("otlp: field " + f.json + " of no kind")
+		case f.tagged && !canTag[f.kind]:
+			panic("otlp: field " + f.json + " is of a kind that stores no tag")
+		}
 		if f.num < maxNum {
-			for len(m.byNum) <= int(f.num) {
-				m.byNum = append(m.byNum, nil)
-			}
-			m.byNum[f.num] = f
+			m.kinds[f.num], m.byNum[f.num] = f.kind, f
 		}
 		for _, name := range []string{f.json, snakeCase(f.json)} {
 			for len(m.byLen) <= len(name) {
@@ -127,6 +136,9 @@ func (m *message) define(nodes bool, fields ...field) {
 		}
 	}
 }
+
+// canTag are the kinds whose values mark a oneof member (see field.mark).
+var canTag = map[kind]bool{kFixed64: true, kDouble: true, kSfixed64: true, kInt64: true, kBool64: true, kBytes: true, kDropInt32: true, kMessage: true}
 
 func snakeCase(s string) string {
 	var b strings.Builder
@@ -140,16 +152,16 @@ func snakeCase(s string) string {
 	return b.String()
 }
 
-func (m *message) byNumber(num int32) *field {
-	if uint32(num) < uint32(len(m.byNum)) {
-		return m.byNum[num]
+func (m *message) byNumber(num int32) (kind, *field) {
+	if uint32(num) < maxNum {
+		return m.kinds[num], m.byNum[num]
 	}
 	for i := range m.fields {
 		if m.fields[i].num == num {
-			return &m.fields[i]
+			return m.fields[i].kind, &m.fields[i]
 		}
 	}
-	return nil
+	return kNone, nil
 }
 
 func (m *message) byName(k []byte) *field {
@@ -200,35 +212,35 @@ func init() {
 	keyValueMsg.define(true,
 		fld(1, "key", kString, unsafe.Offsetof(node{}.key)),
 		msg(2, "value", &anyValueMsg, inPlace, 0),
-		fld(3, "keyStrindex", kInt32, drop))
+		fld(3, "keyStrindex", kDropInt32, 0))
 	anyValueMsg.define(true,
-		fld(1, "stringValue", kStrValue, unsafe.Offsetof(node{}.s)).oneof(kindOff, uint8(kindStr)),
+		fld(1, "stringValue", kStrValue, unsafe.Offsetof(node{}.s)),
 		fld(2, "boolValue", kBool64, unsafe.Offsetof(node{}.num)).oneof(kindOff, uint8(kindBool)),
 		fld(3, "intValue", kInt64, unsafe.Offsetof(node{}.num)).oneof(kindOff, uint8(kindInt)),
 		fld(4, "doubleValue", kDouble, unsafe.Offsetof(node{}.num)).oneof(kindOff, uint8(kindDouble)),
 		msg(5, "arrayValue", &arrayValueMsg, emptied, 0).oneof(kindOff, uint8(kindArray)),
 		msg(6, "kvlistValue", &kvlistValueMsg, emptied, 0).oneof(kindOff, uint8(kindKvlist)),
 		fld(7, "bytesValue", kBytes, unsafe.Offsetof(node{}.s)).oneof(kindOff, uint8(kindBytes)),
-		fld(8, "stringValueStrindex", kInt32, drop).oneof(kindOff, uint8(kindEmpty)))
+		fld(8, "stringValueStrindex", kDropInt32, 0).oneof(kindOff, uint8(kindEmpty)))
 	arrayValueMsg.define(true, msg(1, "values", &anyValueMsg, newNode, unsafe.Offsetof(node{}.kids)).repeated())
 	kvlistValueMsg.define(true, msg(1, "values", &keyValueMsg, newNode, unsafe.Offsetof(node{}.kids)).repeated())
 }
 
 var (
 	entityRefMsg = newMessage(false,
-		fld(1, "schemaUrl", kString, drop),
-		fld(2, "type", kString, drop),
-		fld(3, "idKeys", kString, drop).repeated(),
-		fld(4, "descriptionKeys", kString, drop).repeated())
+		fld(1, "schemaUrl", kDropString, 0),
+		fld(2, "type", kDropString, 0),
+		fld(3, "idKeys", kDropString, 0).repeated(),
+		fld(4, "descriptionKeys", kDropString, 0).repeated())
 	resourceMsg = newMessage(false, // into the resource's attribute list
 		attrs(1, "attributes", 0),
-		fld(2, "droppedAttributesCount", kUint32, drop),
+		fld(2, "droppedAttributesCount", kDropUint32, 0),
 		msg(3, "entityRefs", entityRefMsg, inPlace, 0).repeated())
 	scopeMsg = newMessage(false,
 		fld(1, "name", kString, unsafe.Offsetof(scope{}.name)),
 		fld(2, "version", kString, unsafe.Offsetof(scope{}.version)),
 		attrs(3, "attributes", unsafe.Offsetof(scope{}.attrs)),
-		fld(4, "droppedAttributesCount", kUint32, drop))
+		fld(4, "droppedAttributesCount", kDropUint32, 0))
 )
 
 // exportRequest is an Export*ServiceRequest: 1 Resource*, whose layouts agree but
@@ -238,11 +250,11 @@ func exportRequest(resources, groups, deprecated, records string, record *messag
 	group := newMessage(false,
 		msg(1, "scope", scopeMsg, inPlace, unsafe.Offsetof(group{}.scope)),
 		msg(2, records, record, e, 0).repeated(),
-		fld(3, "schemaUrl", kString, drop))
+		fld(3, "schemaUrl", kDropString, 0))
 	resource := newMessage(false,
 		msg(1, "resource", resourceMsg, inPlace, 0),
 		msg(2, groups, group, newGroup, 0).repeated(),
-		fld(3, "schemaUrl", kString, drop),
+		fld(3, "schemaUrl", kDropString, 0),
 		msg(deprecatedGroups, deprecated, group, newGroup, 0).repeated())
 	return newMessage(false, msg(1, resources, resource, newResource, 0).repeated())
 }
@@ -432,50 +444,55 @@ func at[T any](s *[]T, i int) ref {
 
 func (r ref) plus(off uintptr) ref { return ref{r.array, r.off + off} }
 
+// nowhere is the model of a request, which has none of its own.
+var nowhere = ref{array: new(unsafe.Pointer)}
+
 func (r ref) ptr() unsafe.Pointer { return unsafe.Add(*r.array, r.off) }
 
-// store puts a value read by either decoder into the model: v for numbers and
-// bools, b for strings and bytes; ascii says b is known to be plain ASCII.
-func (a *arena) store(f *field, r ref, v uint64, b []byte, ascii bool) {
-	p := r.ptr()
-	if f.off != drop {
-		q := unsafe.Add(p, f.off)
-		switch f.kind {
-		case kFixed64, kDouble, kSfixed64, kInt64, kBool64:
-			*(*uint64)(q) = v
-		case kUint32, kFixed32, kInt32, kSint32, kEnum:
-			*(*uint32)(q) = uint32(v)
-		case kBool:
-			*(*bool)(q) = v != 0
-		case kString, kBytes:
-			*(*[]byte)(q) = b
-		case kStrValue:
-			n := (*node)(p)
-			n.s, n.ascii = b, ascii
-		}
-	}
+// The setters store a value either decoder read into the model at p, as field
+// f says; set64 and mark also mark the member of its oneof as set. They are
+// small enough to be inlined into the decoders.
+
+func (f *field) set64(p unsafe.Pointer, v uint64) {
+	*(*uint64)(unsafe.Add(p, f.off)) = v
+	f.mark(p)
+}
+
+func (f *field) set32(p unsafe.Pointer, v uint32) { *(*uint32)(unsafe.Add(p, f.off)) = v }
+
+func (f *field) setBool(p unsafe.Pointer, v bool) { *(*bool)(unsafe.Add(p, f.off)) = v }
+
+func (f *field) setBytes(p unsafe.Pointer, b []byte) { *(*[]byte)(unsafe.Add(p, f.off)) = b }
+
+// setStr stores an AnyValue's string; ascii says it is known to be plain ASCII.
+func setStr(p unsafe.Pointer, b []byte, ascii bool) {
+	n := (*node)(p)
+	n.s, n.ascii, n.kind = b, ascii, kindStr
+}
+
+func (f *field) mark(p unsafe.Pointer) {
 	if f.tagged {
 		*(*uint8)(unsafe.Add(p, f.tagOff)) = f.tag
 	}
 }
 
 // id is where the id of field f lands.
-func (f *field) id(r ref) []byte {
+func (f *field) id(p unsafe.Pointer) []byte {
 	n := 16
 	if f.kind == kSpanID {
 		n = 8
 	}
-	return unsafe.Slice((*byte)(r.plus(f.off).ptr()), n)
+	return unsafe.Slice((*byte)(unsafe.Add(p, f.off)), n)
 }
 
 // list is where the number list of field f lands.
-func (f *field) list(r ref) *span32 { return (*span32)(r.plus(f.off).ptr()) }
+func (f *field) list(p unsafe.Pointer) *span32 { return (*span32)(unsafe.Add(p, f.off)) }
 
 // begin makes or finds the model of message field f of the message at r and
 // returns where its fields land.
 func (a *arena) begin(f *field, r ref) ref {
 	if f.tagged {
-		*(*uint8)(unsafe.Add(r.ptr(), f.tagOff)) = f.tag
+		f.mark(r.ptr())
 	}
 	switch f.elem {
 	case newNode:
@@ -491,48 +508,44 @@ func (a *arena) begin(f *field, r ref) ref {
 	case emptied:
 		(*node)(r.ptr()).kids = list{}
 	case newResource:
-		a.resources = append(grow(a, a.resources, 1), list{})
-		return at(&a.resources, len(a.resources)-1)
+		return push(a, &a.resources)
 	case newGroup:
-		g := group{res: int32(len(a.resources) - 1), deprecated: f.num == deprecatedGroups}
-		a.groups = append(grow(a, a.groups, 1), g)
-		return at(&a.groups, len(a.groups)-1)
+		g := push(a, &a.groups)
+		(*group)(g.ptr()).res = int32(len(a.resources) - 1)
+		(*group)(g.ptr()).deprecated = f.num == deprecatedGroups
+		return g
 	case newLog:
-		a.logs = append(grow(a, a.logs, 1), logRecord{})
-		extend(r, len(a.logs))
-		return at(&a.logs, len(a.logs)-1)
+		return extend(r, push(a, &a.logs), len(a.logs))
 	case newSpan:
-		a.spans = append(grow(a, a.spans, 1), span{
-			events: int32(len(a.events)), eventsEnd: int32(len(a.events)),
-			links: int32(len(a.links)), linksEnd: int32(len(a.links)),
-		})
-		extend(r, len(a.spans))
-		return at(&a.spans, len(a.spans)-1)
+		s := push(a, &a.spans)
+		sp := (*span)(s.ptr())
+		sp.events, sp.eventsEnd = int32(len(a.events)), int32(len(a.events))
+		sp.links, sp.linksEnd = int32(len(a.links)), int32(len(a.links))
+		return extend(r, s, len(a.spans))
 	case newEvent:
-		a.events = append(grow(a, a.events, 1), event{})
+		e := push(a, &a.events)
 		(*span)(r.ptr()).eventsEnd = int32(len(a.events))
-		return at(&a.events, len(a.events)-1)
+		return e
 	case newLink:
-		a.links = append(grow(a, a.links, 1), link{})
+		l := push(a, &a.links)
 		(*span)(r.ptr()).linksEnd = int32(len(a.links))
-		return at(&a.links, len(a.links)-1)
+		return l
 	case newMetric:
-		a.metrics = append(grow(a, a.metrics, 1), metric{})
-		extend(r, len(a.metrics))
-		return at(&a.metrics, len(a.metrics)-1)
+		return extend(r, push(a, &a.metrics), len(a.metrics))
 	case newData:
 		m := (*metric)(r.ptr())
 		m.temporality, m.monotonic = 0, false
 		m.points, m.end = int32(len(a.points)), int32(len(a.points))
 	case newPoint:
+		p := push(a, &a.points)
 		n := int32(len(a.exemplars))
-		a.points = append(grow(a, a.points, 1), point{exemplars: span32{n, n}})
+		(*point)(p.ptr()).exemplars = span32{n, n}
 		(*metric)(r.ptr()).end = int32(len(a.points))
-		return at(&a.points, len(a.points)-1)
+		return p
 	case newExemplar:
-		a.exemplars = append(grow(a, a.exemplars, 1), exemplar{})
+		e := push(a, &a.exemplars)
 		(*point)(r.ptr()).exemplars.end = int32(len(a.exemplars))
-		return at(&a.exemplars, len(a.exemplars)-1)
+		return e
 	case newQuantile:
 		pt := (*point)(r.ptr())
 		a.f64s = toTail(a, a.f64s, &pt.quantiles)
@@ -543,14 +556,24 @@ func (a *arena) begin(f *field, r ref) ref {
 	return r.plus(f.off)
 }
 
-// extend makes the group at r end with the record just appended, the n-th of
-// its kind: a group's records are the ones decoded while it was.
-func extend(r ref, n int) {
+// push appends a zero element to *s and returns where it is.
+func push[T any](a *arena, s *[]T) ref {
+	*s = grow(a, *s, 1)
+	n := len(*s)
+	*s = (*s)[:n+1]
+	clear((*s)[n:])
+	return at(s, n)
+}
+
+// extend makes the group at r end with the record at rec, the n-th of its
+// kind, just appended: a group's records are the ones decoded while it was.
+func extend(r, rec ref, n int) ref {
 	g := (*group)(r.ptr())
 	if g.start == g.end {
 		g.start = int32(n - 1)
 	}
 	g.end = int32(n)
+	return rec
 }
 
 // dropDeprecated settles each resource's deprecated scope groups as pdata does:
