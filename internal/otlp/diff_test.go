@@ -62,6 +62,46 @@ func compareWithReference(t *testing.T, sig Signal, isJSON bool, body []byte) {
 			t.Fatalf("row %d: %v\n got %s %s\nwant %s %s", i, err, got[i].Source, got[i].Line, want[i].Source, want[i].Line)
 		}
 	}
+	checkRoundTrip(t, sig, isJSON, body, got)
+}
+
+// checkRoundTrip holds Decode to pdata's own marshalling: the request pdata
+// parsed from body, marshalled again by pdata as JSON and as protobuf, must
+// decode to the rows body did. The reference above checks the rows' values
+// with a writer of its own; this checks the two decoders against what pdata
+// writes, field by field and encoding by encoding, including members and
+// encodings (pdata's spelling of enums, 64-bit integers, ids, bytes, NaN) the
+// fuzzed bodies may never reach.
+func checkRoundTrip(t *testing.T, sig Signal, isJSON bool, body []byte, got []Row) {
+	t.Helper()
+	for _, enc := range []struct {
+		name, contentType string
+		marshal           func(request) ([]byte, error)
+	}{
+		{"JSON", jsonType, request.MarshalJSON},
+		{"protobuf", protoType, request.MarshalProto},
+	} {
+		req := newRequest(sig)
+		if err := unmarshal(sig, req, body, isJSON); err != nil {
+			t.Fatalf("pdata: %v", err)
+		}
+		again, err := enc.marshal(req)
+		if err != nil {
+			t.Fatalf("pdata's %s marshalling: %v", enc.name, err)
+		}
+		rows, err := decodeLines(sig, enc.contentType, again)
+		if err != nil {
+			t.Fatalf("Decode of pdata's %s marshalling: %v\n%q", enc.name, err, again)
+		}
+		if len(rows) != len(got) {
+			t.Fatalf("pdata's %s marshalling: %d rows, the body %d", enc.name, len(rows), len(got))
+		}
+		for i := range rows {
+			if rows[i].Source != got[i].Source || !bytes.Equal(rows[i].Line, got[i].Line) {
+				t.Fatalf("row %d of pdata's %s marshalling:\n%s %s\nthe body's:\n%s %s", i, enc.name, rows[i].Source, rows[i].Line, got[i].Source, got[i].Line)
+			}
+		}
+	}
 }
 
 // sameJSON reports how the JSON texts got and want differ in meaning, or nil if they

@@ -32,6 +32,9 @@ func fuzzDecode(f *testing.F, sig Signal, seeds []bodies, specJSON string, count
 			return
 		}
 		checkRows(t, rows)
+		if isJSON && pdataDesyncs(body) {
+			return // pdata's count would be of a different request (see pdataDesyncs)
+		}
 		if n := countRecords(body, isJSON); len(rows) != n {
 			t.Fatalf("%d rows for %d records", len(rows), n)
 		}

@@ -43,10 +43,22 @@ func refDecode(sig Signal, contentType string, body []byte) ([]Row, error) {
 }
 
 // request is what the pdata ExportRequest types of all three signals have in
-// common, so body decoding is written once.
+// common, so body decoding and encoding are written once.
 type request interface {
 	UnmarshalProto([]byte) error
 	UnmarshalJSON([]byte) error
+	MarshalProto() ([]byte, error)
+	MarshalJSON() ([]byte, error)
+}
+
+func newRequest(sig Signal) request {
+	switch sig {
+	case Logs:
+		return plogotlp.NewExportRequest()
+	case Traces:
+		return ptraceotlp.NewExportRequest()
+	}
+	return pmetricotlp.NewExportRequest()
 }
 
 // refWriter writes the reference's rows as JSON text. It is written for this test
