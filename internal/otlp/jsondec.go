@@ -21,7 +21,9 @@ import (
 // doubles as numbers or strings ParseFloat accepts ("NaN" included), enums
 // as numbers or their proto names, ids as hex without escapes, unknown
 // members skipped, a repeated member read again (merging messages, last
-// scalar wins). Errors are sticky: the first one ends the parse.
+// scalar wins). Errors are sticky: the first one ends the parse. Its
+// methods for each message are generated (decoders.go); those here read
+// JSON's tokens.
 type jsonDecoder struct {
 	a     *arena
 	b     []byte
@@ -659,82 +661,18 @@ func (d *jsonDecoder) skip() {
 }
 
 func (d *jsonDecoder) decodeRequest(sig Signal) error {
-	d.message(requestMsg(sig), nowhere)
+	switch sig {
+	case Logs:
+		d.logsRequest(ref{})
+	case Traces:
+		d.tracesRequest(ref{})
+	default:
+		d.metricsRequest(ref{})
+	}
 	if d.err == nil && d.peek() != 0 {
 		d.fail("data after the request object")
 	}
 	return d.err
-}
-
-// message reads an object as message m into the model at r.
-func (d *jsonDecoder) message(m *message, r ref) {
-	if !d.object() {
-		return
-	}
-	for first := true; ; {
-		k, ok := d.member(&first)
-		if !ok {
-			return
-		}
-		switch f := m.byName(k); {
-		case f == nil:
-			d.skip()
-		case f.rep:
-			if d.array() {
-				for first := true; d.elem(&first); {
-					d.field(f, r)
-				}
-			}
-		default:
-			d.field(f, r)
-		}
-	}
-}
-
-// field reads one value of field f.
-func (d *jsonDecoder) field(f *field, r ref) {
-	switch f.kind {
-	case kFixed64:
-		f.set64(r.ptr(), d.u64())
-	case kDouble:
-		f.set64(r.ptr(), math.Float64bits(d.double()))
-	case kSfixed64, kInt64:
-		f.set64(r.ptr(), uint64(d.i64()))
-	case kBool64:
-		f.set64(r.ptr(), b2u(d.boolean()))
-	case kUint32, kFixed32:
-		f.set32(r.ptr(), d.u32())
-	case kInt32, kSint32:
-		f.set32(r.ptr(), uint32(d.i32()))
-	case kEnum:
-		f.set32(r.ptr(), uint32(d.enum(f.enum)))
-	case kBool:
-		f.setBool(r.ptr(), d.boolean())
-	case kString:
-		f.setBytes(r.ptr(), d.str())
-	case kStrValue:
-		s := d.str()
-		setStr(r.ptr(), s, d.ascii)
-	case kBytes:
-		b := d.base64()
-		f.setBytes(r.ptr(), b)
-		f.mark(r.ptr())
-	case kTraceID, kSpanID:
-		d.id(f.id(r.ptr()))
-	case kFixed64s, kVarints:
-		d.u64s(f.list(r.ptr()))
-	case kDoubles:
-		d.f64s(f.list(r.ptr()))
-	case kMessage:
-		d.message(f.sub, d.a.begin(f, r))
-	case kDropString:
-		d.str()
-	case kDropUint32:
-		d.u32()
-	case kDropInt32:
-		d.i32()
-		f.mark(r.ptr())
-	}
 }
 
 func b2u(b bool) uint64 {

@@ -5,14 +5,16 @@
 // drops a record silently either: every log record, span and metric data
 // point in a request becomes exactly one row, or Decode returns an error.
 //
-// Both encodings are parsed by hand, straight into a reusable arena (no
-// pdata objects, nothing allocated per record) and the rows of a request
-// share one output buffer, which a Batch keeps for the next request. Rows
-// are framed in it as the cache's log keeps a partition's rows
+// Both encodings are parsed by decoders generated from one table of the
+// OTLP messages (table.go), straight into a reusable arena (no pdata
+// objects, nothing allocated per record) and the rows of a request share
+// one output buffer, which a Batch keeps for the next request. Rows are
+// framed in it as the cache's log keeps a partition's rows
 // (rowform.RowGroup), so the cache logs the buffer without copying the rows.
 // What they accept is what the OpenTelemetry Collector's pdata accepts,
 // decoded to the same rows; the differential fuzz targets hold them to
-// that, with pdata as the reference. OTLP/JSON differs
+// that, with pdata as the reference, and to pdata's own JSON and protobuf
+// marshalling of what it parsed. OTLP/JSON differs
 // from protojson: ids are hex, and 64-bit integers may be numbers or
 // strings.
 //

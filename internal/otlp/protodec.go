@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"unsafe"
 )
 
 // The protobuf decoder accepts exactly what pdata's generated unmarshalers
@@ -160,6 +159,23 @@ func (p *pbuf) bytes(wt int8) ([]byte, error) {
 	return p.rawLen()
 }
 
+// id reads a trace or span id: empty (all zero) or exactly len(dst) bytes.
+func (p *pbuf) id(wt int8, dst []byte) error {
+	b, err := p.bytes(wt)
+	if err != nil {
+		return err
+	}
+	switch len(b) {
+	case 0:
+		clear(dst)
+	case len(dst):
+		copy(dst, b)
+	default:
+		return fmt.Errorf("id of %d bytes, want %d", len(b), len(dst))
+	}
+	return nil
+}
+
 // skip passes over an unknown field. It is pdata's ConsumeUnknown, quirks
 // included: inside a group any non-group field ends the skip, which leaves
 // the group's end tag to fail the enclosing message.
@@ -200,124 +216,20 @@ func (p *pbuf) skip(wt int8) error {
 	return io.ErrUnexpectedEOF
 }
 
-// protoDecoder fills an arena from a protobuf request.
+// protoDecoder fills an arena from a protobuf request; its methods for each
+// message are generated (decoders.go).
 type protoDecoder struct {
 	a *arena
 }
 
 func (d *protoDecoder) decodeRequest(sig Signal, body []byte) error {
-	return d.message(requestMsg(sig), body, nowhere, 0)
-}
-
-// message parses buf as message m into the model at r. Its loop reads the
-// fields itself: a call per field would cost about as much as reading it.
-func (d *protoDecoder) message(m *message, buf []byte, r ref, depth int) error {
-	if m.nodes {
-		if depth >= maxProtoDepth {
-			return errDepth
-		}
-		depth++
+	switch sig {
+	case Logs:
+		return d.logsRequest(body, ref{}, 0)
+	case Traces:
+		return d.tracesRequest(body, ref{}, 0)
 	}
-	at := r.ptr() // moves only when a nested message appends to the slice r is in
-	p := pbuf{b: buf}
-	for p.more() {
-		num, wt, err := p.tag()
-		if err != nil {
-			return err
-		}
-		k, f := m.byNumber(num)
-		switch k {
-		case kNone:
-			err = p.skip(wt)
-		case kMessage:
-			var b []byte
-			if b, err = p.bytes(wt); err == nil {
-				err = d.message(f.sub, b, d.a.begin(f, r), depth)
-				at = r.ptr()
-			}
-		case kString:
-			var b []byte
-			if b, err = p.bytes(wt); err == nil {
-				f.setBytes(at, b)
-			}
-		case kBytes:
-			var b []byte
-			if b, err = p.bytes(wt); err == nil {
-				f.setBytes(at, b)
-				f.mark(at)
-			}
-		case kStrValue:
-			var b []byte
-			if b, err = p.bytes(wt); err == nil {
-				setStr(at, b, false)
-			}
-		case kFixed64, kDouble, kSfixed64:
-			var v uint64
-			if v, err = p.i64(wt); err == nil {
-				f.set64(at, v)
-			}
-		case kInt64, kBool64:
-			var v uint64
-			if v, err = p.varint(wt); err == nil {
-				if k == kBool64 {
-					v = min(v, 1)
-				}
-				f.set64(at, v)
-			}
-		case kFixed32:
-			var v uint32
-			if v, err = p.i32(wt); err == nil {
-				f.set32(at, v)
-			}
-		case kUint32, kInt32, kEnum, kSint32:
-			var v uint64
-			if v, err = p.varint(wt); err == nil {
-				if k == kSint32 {
-					v = uint64(uint32(zigzag32(v)))
-				}
-				f.set32(at, uint32(v))
-			}
-		case kBool:
-			var v uint64
-			if v, err = p.varint(wt); err == nil {
-				f.setBool(at, v != 0)
-			}
-		case kTraceID, kSpanID:
-			err = d.id(f, &p, wt, at)
-		case kFixed64s, kDoubles:
-			err = d.fixed64s(&p, wt, f.list(at), k == kDoubles)
-		case kVarints:
-			err = d.varints(&p, wt, f.list(at))
-		case kDropString:
-			_, err = p.bytes(wt)
-		case kDropUint32, kDropInt32:
-			if _, err = p.varint(wt); err == nil {
-				f.mark(at)
-			}
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// id reads a trace or span id: empty (all zero) or exactly as long as the id.
-func (d *protoDecoder) id(f *field, p *pbuf, wt int8, at unsafe.Pointer) error {
-	b, err := p.bytes(wt)
-	if err != nil {
-		return err
-	}
-	dst := f.id(at)
-	switch len(b) {
-	case 0:
-		clear(dst)
-	case len(dst):
-		copy(dst, b)
-	default:
-		return fmt.Errorf("id of %d bytes, want %d", len(b), len(dst))
-	}
-	return nil
+	return d.metricsRequest(body, ref{}, 0)
 }
 
 func zigzag32(v uint64) int32 {
