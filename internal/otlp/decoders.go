@@ -134,7 +134,7 @@ func (d *protoDecoder) resource(buf []byte, r ref, depth int) error {
 		case 1: // attributes
 			var b []byte
 			if b, err = p.bytes(wt); err == nil {
-				err = d.keyValue(b, d.a.begin(newNode, r), depth)
+				err = d.keyValue(b, d.a.appendNode(r), depth)
 			}
 		case 2: // droppedAttributesCount
 			_, err = p.varint(wt)
@@ -167,7 +167,7 @@ func (d *jsonDecoder) resource(r ref) {
 			if d.array() {
 				for first := true; d.elem(&first); {
 
-					d.keyValue(d.a.begin(newNode, r))
+					d.keyValue(d.a.appendNode(r))
 				}
 			}
 		case "droppedAttributesCount", "dropped_attributes_count":
@@ -372,7 +372,7 @@ func (d *protoDecoder) arrayValue(buf []byte, r ref, depth int) error {
 		case 1: // values
 			var b []byte
 			if b, err = p.bytes(wt); err == nil {
-				err = d.anyValue(b, d.a.begin(newNode, r.plus(unsafe.Offsetof(node{}.kids))), depth)
+				err = d.anyValue(b, d.a.appendNode(r.plus(unsafe.Offsetof(node{}.kids))), depth)
 			}
 		default:
 			err = p.skip(wt)
@@ -398,7 +398,7 @@ func (d *jsonDecoder) arrayValue(r ref) {
 			if d.array() {
 				for first := true; d.elem(&first); {
 
-					d.anyValue(d.a.begin(newNode, r.plus(unsafe.Offsetof(node{}.kids))))
+					d.anyValue(d.a.appendNode(r.plus(unsafe.Offsetof(node{}.kids))))
 				}
 			}
 		default:
@@ -422,7 +422,7 @@ func (d *protoDecoder) kvlistValue(buf []byte, r ref, depth int) error {
 		case 1: // values
 			var b []byte
 			if b, err = p.bytes(wt); err == nil {
-				err = d.keyValue(b, d.a.begin(newNode, r.plus(unsafe.Offsetof(node{}.kids))), depth)
+				err = d.keyValue(b, d.a.appendNode(r.plus(unsafe.Offsetof(node{}.kids))), depth)
 			}
 		default:
 			err = p.skip(wt)
@@ -448,7 +448,7 @@ func (d *jsonDecoder) kvlistValue(r ref) {
 			if d.array() {
 				for first := true; d.elem(&first); {
 
-					d.keyValue(d.a.begin(newNode, r.plus(unsafe.Offsetof(node{}.kids))))
+					d.keyValue(d.a.appendNode(r.plus(unsafe.Offsetof(node{}.kids))))
 				}
 			}
 		default:
@@ -594,7 +594,7 @@ func (d *protoDecoder) scope(buf []byte, r ref, depth int) error {
 		case 3: // attributes
 			var b []byte
 			if b, err = p.bytes(wt); err == nil {
-				err = d.keyValue(b, d.a.begin(newNode, r.plus(unsafe.Offsetof(scope{}.attrs))), depth)
+				err = d.keyValue(b, d.a.appendNode(r.plus(unsafe.Offsetof(scope{}.attrs))), depth)
 			}
 		case 4: // droppedAttributesCount
 			_, err = p.varint(wt)
@@ -628,7 +628,7 @@ func (d *jsonDecoder) scope(r ref) {
 			if d.array() {
 				for first := true; d.elem(&first); {
 
-					d.keyValue(d.a.begin(newNode, r.plus(unsafe.Offsetof(scope{}.attrs))))
+					d.keyValue(d.a.appendNode(r.plus(unsafe.Offsetof(scope{}.attrs))))
 				}
 			}
 		case "droppedAttributesCount", "dropped_attributes_count":
@@ -675,7 +675,7 @@ func (d *protoDecoder) logRecord(buf []byte, r ref, depth int) error {
 		case 6: // attributes
 			var b []byte
 			if b, err = p.bytes(wt); err == nil {
-				err = d.keyValue(b, d.a.begin(newNode, r.plus(unsafe.Offsetof(logRecord{}.attrs))), depth)
+				err = d.keyValue(b, d.a.appendNode(r.plus(unsafe.Offsetof(logRecord{}.attrs))), depth)
 			}
 		case 7: // droppedAttributesCount
 			var v uint64
@@ -735,7 +735,7 @@ func (d *jsonDecoder) logRecord(r ref) {
 			if d.array() {
 				for first := true; d.elem(&first); {
 
-					d.keyValue(d.a.begin(newNode, r.plus(unsafe.Offsetof(logRecord{}.attrs))))
+					d.keyValue(d.a.appendNode(r.plus(unsafe.Offsetof(logRecord{}.attrs))))
 				}
 			}
 		case "droppedAttributesCount", "dropped_attributes_count":
@@ -978,7 +978,7 @@ func (d *protoDecoder) span(buf []byte, r ref, depth int) error {
 		case 9: // attributes
 			var b []byte
 			if b, err = p.bytes(wt); err == nil {
-				err = d.keyValue(b, d.a.begin(newNode, r.plus(unsafe.Offsetof(span{}.attrs))), depth)
+				err = d.keyValue(b, d.a.appendNode(r.plus(unsafe.Offsetof(span{}.attrs))), depth)
 			}
 		case 10: // droppedAttributesCount
 			var v uint64
@@ -1058,7 +1058,7 @@ func (d *jsonDecoder) span(r ref) {
 			if d.array() {
 				for first := true; d.elem(&first); {
 
-					d.keyValue(d.a.begin(newNode, r.plus(unsafe.Offsetof(span{}.attrs))))
+					d.keyValue(d.a.appendNode(r.plus(unsafe.Offsetof(span{}.attrs))))
 				}
 			}
 		case "droppedAttributesCount", "dropped_attributes_count":
@@ -1114,7 +1114,7 @@ func (d *protoDecoder) event(buf []byte, r ref, depth int) error {
 		case 3: // attributes
 			var b []byte
 			if b, err = p.bytes(wt); err == nil {
-				err = d.keyValue(b, d.a.begin(newNode, r.plus(unsafe.Offsetof(event{}.attrs))), depth)
+				err = d.keyValue(b, d.a.appendNode(r.plus(unsafe.Offsetof(event{}.attrs))), depth)
 			}
 		case 4: // droppedAttributesCount
 			var v uint64
@@ -1151,7 +1151,7 @@ func (d *jsonDecoder) event(r ref) {
 			if d.array() {
 				for first := true; d.elem(&first); {
 
-					d.keyValue(d.a.begin(newNode, r.plus(unsafe.Offsetof(event{}.attrs))))
+					d.keyValue(d.a.appendNode(r.plus(unsafe.Offsetof(event{}.attrs))))
 				}
 			}
 		case "droppedAttributesCount", "dropped_attributes_count":
@@ -1183,7 +1183,7 @@ func (d *protoDecoder) link(buf []byte, r ref, depth int) error {
 		case 4: // attributes
 			var b []byte
 			if b, err = p.bytes(wt); err == nil {
-				err = d.keyValue(b, d.a.begin(newNode, r.plus(unsafe.Offsetof(link{}.attrs))), depth)
+				err = d.keyValue(b, d.a.appendNode(r.plus(unsafe.Offsetof(link{}.attrs))), depth)
 			}
 		case 5: // droppedAttributesCount
 			var v uint64
@@ -1226,7 +1226,7 @@ func (d *jsonDecoder) link(r ref) {
 			if d.array() {
 				for first := true; d.elem(&first); {
 
-					d.keyValue(d.a.begin(newNode, r.plus(unsafe.Offsetof(link{}.attrs))))
+					d.keyValue(d.a.appendNode(r.plus(unsafe.Offsetof(link{}.attrs))))
 				}
 			}
 		case "droppedAttributesCount", "dropped_attributes_count":
@@ -1521,7 +1521,7 @@ func (d *protoDecoder) metric(buf []byte, r ref, depth int) error {
 		case 12: // metadata
 			var b []byte
 			if b, err = p.bytes(wt); err == nil {
-				err = d.keyValue(b, d.a.begin(newNode, r.plus(unsafe.Offsetof(metric{}.metadata))), depth)
+				err = d.keyValue(b, d.a.appendNode(r.plus(unsafe.Offsetof(metric{}.metadata))), depth)
 			}
 		default:
 			err = p.skip(wt)
@@ -1571,7 +1571,7 @@ func (d *jsonDecoder) metric(r ref) {
 			if d.array() {
 				for first := true; d.elem(&first); {
 
-					d.keyValue(d.a.begin(newNode, r.plus(unsafe.Offsetof(metric{}.metadata))))
+					d.keyValue(d.a.appendNode(r.plus(unsafe.Offsetof(metric{}.metadata))))
 				}
 			}
 		default:
@@ -1637,7 +1637,7 @@ func (d *protoDecoder) numberPoint(buf []byte, r ref, depth int) error {
 		case 7: // attributes
 			var b []byte
 			if b, err = p.bytes(wt); err == nil {
-				err = d.keyValue(b, d.a.begin(newNode, r.plus(unsafe.Offsetof(point{}.attrs))), depth)
+				err = d.keyValue(b, d.a.appendNode(r.plus(unsafe.Offsetof(point{}.attrs))), depth)
 			}
 		case 2: // startTimeUnixNano
 			var v uint64
@@ -1695,7 +1695,7 @@ func (d *jsonDecoder) numberPoint(r ref) {
 			if d.array() {
 				for first := true; d.elem(&first); {
 
-					d.keyValue(d.a.begin(newNode, r.plus(unsafe.Offsetof(point{}.attrs))))
+					d.keyValue(d.a.appendNode(r.plus(unsafe.Offsetof(point{}.attrs))))
 				}
 			}
 		case "startTimeUnixNano", "start_time_unix_nano":
@@ -1739,7 +1739,7 @@ func (d *protoDecoder) exemplar(buf []byte, r ref, depth int) error {
 		case 7: // filteredAttributes
 			var b []byte
 			if b, err = p.bytes(wt); err == nil {
-				err = d.keyValue(b, d.a.begin(newNode, r.plus(unsafe.Offsetof(exemplar{}.attrs))), depth)
+				err = d.keyValue(b, d.a.appendNode(r.plus(unsafe.Offsetof(exemplar{}.attrs))), depth)
 			}
 		case 2: // timeUnixNano
 			var v uint64
@@ -1786,7 +1786,7 @@ func (d *jsonDecoder) exemplar(r ref) {
 			if d.array() {
 				for first := true; d.elem(&first); {
 
-					d.keyValue(d.a.begin(newNode, r.plus(unsafe.Offsetof(exemplar{}.attrs))))
+					d.keyValue(d.a.appendNode(r.plus(unsafe.Offsetof(exemplar{}.attrs))))
 				}
 			}
 		case "timeUnixNano", "time_unix_nano":
@@ -1937,7 +1937,7 @@ func (d *protoDecoder) histogramPoint(buf []byte, r ref, depth int) error {
 		case 9: // attributes
 			var b []byte
 			if b, err = p.bytes(wt); err == nil {
-				err = d.keyValue(b, d.a.begin(newNode, r.plus(unsafe.Offsetof(point{}.attrs))), depth)
+				err = d.keyValue(b, d.a.appendNode(r.plus(unsafe.Offsetof(point{}.attrs))), depth)
 			}
 		case 2: // startTimeUnixNano
 			var v uint64
@@ -2010,7 +2010,7 @@ func (d *jsonDecoder) histogramPoint(r ref) {
 			if d.array() {
 				for first := true; d.elem(&first); {
 
-					d.keyValue(d.a.begin(newNode, r.plus(unsafe.Offsetof(point{}.attrs))))
+					d.keyValue(d.a.appendNode(r.plus(unsafe.Offsetof(point{}.attrs))))
 				}
 			}
 		case "startTimeUnixNano", "start_time_unix_nano":
@@ -2119,7 +2119,7 @@ func (d *protoDecoder) expHistogramPoint(buf []byte, r ref, depth int) error {
 		case 1: // attributes
 			var b []byte
 			if b, err = p.bytes(wt); err == nil {
-				err = d.keyValue(b, d.a.begin(newNode, r.plus(unsafe.Offsetof(point{}.attrs))), depth)
+				err = d.keyValue(b, d.a.appendNode(r.plus(unsafe.Offsetof(point{}.attrs))), depth)
 			}
 		case 2: // startTimeUnixNano
 			var v uint64
@@ -2213,7 +2213,7 @@ func (d *jsonDecoder) expHistogramPoint(r ref) {
 			if d.array() {
 				for first := true; d.elem(&first); {
 
-					d.keyValue(d.a.begin(newNode, r.plus(unsafe.Offsetof(point{}.attrs))))
+					d.keyValue(d.a.appendNode(r.plus(unsafe.Offsetof(point{}.attrs))))
 				}
 			}
 		case "startTimeUnixNano", "start_time_unix_nano":
@@ -2371,7 +2371,7 @@ func (d *protoDecoder) summaryPoint(buf []byte, r ref, depth int) error {
 		case 7: // attributes
 			var b []byte
 			if b, err = p.bytes(wt); err == nil {
-				err = d.keyValue(b, d.a.begin(newNode, r.plus(unsafe.Offsetof(point{}.attrs))), depth)
+				err = d.keyValue(b, d.a.appendNode(r.plus(unsafe.Offsetof(point{}.attrs))), depth)
 			}
 		case 2: // startTimeUnixNano
 			var v uint64
@@ -2428,7 +2428,7 @@ func (d *jsonDecoder) summaryPoint(r ref) {
 			if d.array() {
 				for first := true; d.elem(&first); {
 
-					d.keyValue(d.a.begin(newNode, r.plus(unsafe.Offsetof(point{}.attrs))))
+					d.keyValue(d.a.appendNode(r.plus(unsafe.Offsetof(point{}.attrs))))
 				}
 			}
 		case "startTimeUnixNano", "start_time_unix_nano":

@@ -410,8 +410,11 @@ func child(m *message, f field) string {
 	if f.to != "" {
 		place = "r.plus(unsafe.Offsetof(" + m.model + "{}" + f.to + "))"
 	}
-	if f.elem == inPlace {
+	switch f.elem {
+	case inPlace:
 		return place
+	case newNode:
+		return "d.a.appendNode(" + place + ")"
 	}
 	return "d.a.begin(" + elemNames[f.elem] + ", " + place + ")"
 }
