@@ -12,6 +12,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
 // firstRowFields is how many fields beyond `id` the first forwarded row carries: enough on its
@@ -22,17 +27,10 @@ const firstRowFields = 2000
 
 // wideChunk is forward chunk k of the test: rows per rows, seqs k*rows+1 to (k+1)*rows,
 // each row's id its seq; the very first row also carries firstRowFields fields.
-func wideChunk(token string, k, rows int) (http.Header, []byte) {
+func wideChunk(t *testing.T, token string, k, rows int) (http.Header, []byte) {
 	first, last := k*rows+1, (k+1)*rows
-	h := http.Header{}
-	h.Set("Authorization", "Bearer "+token)
+	h := chunkHeader(token, first, last)
 	h.Set("Content-Type", "application/x-ndjson")
-	h.Set("X-Hyp-Gateway", "wide-gw")
-	// With an incarnation the server keeps a second internal column, _hyp_origin_incarnation.
-	h.Set("X-Hyp-Incarnation", "0123456789abcdef")
-	h.Set("X-Hyp-Partition", "source=wide")
-	h.Set("X-Hyp-Batch-Id", fmt.Sprintf("wide-%d-%d", first, last))
-	h.Set("X-Hyp-Seq-Range", fmt.Sprintf("%d-%d", first, last))
 	var b bytes.Buffer
 	for seq := first; seq <= last; seq++ {
 		fmt.Fprintf(&b, `{"id":%d,`, seq)
@@ -46,13 +44,68 @@ func wideChunk(token string, k, rows int) (http.Header, []byte) {
 	return h, b.Bytes()
 }
 
+// arrowChunk is chunk k as a sender's Arrow body (SPEC 5), without the wide first row: a
+// server logs such a body's batches as they came, an Arrow record in its cache's log.
+func arrowChunk(t *testing.T, token string, k, rows int) (http.Header, []byte) {
+	first, last := k*rows+1, (k+1)*rows
+	h := chunkHeader(token, first, last)
+	h.Set("Content-Type", "application/vnd.apache.arrow.stream")
+	b := array.NewRecordBuilder(memory.DefaultAllocator, arrow.NewSchema([]arrow.Field{
+		{Name: "_hyp_ingest_seq", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "_hyp_ingested_at", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}},
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		{Name: "msg", Type: arrow.BinaryTypes.String, Nullable: true},
+	}, nil))
+	defer b.Release()
+	for seq := first; seq <= last; seq++ {
+		b.Field(0).(*array.Int64Builder).Append(int64(seq))
+		b.Field(1).(*array.TimestampBuilder).Append(arrow.Timestamp(1_764_547_200_000_000))
+		b.Field(2).(*array.Int64Builder).Append(int64(seq))
+		b.Field(3).(*array.StringBuilder).Append(fmt.Sprintf("row %d", seq))
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	var body bytes.Buffer
+	w := ipc.NewWriter(&body, ipc.WithSchema(rec.Schema()))
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return h, body.Bytes()
+}
+
+// chunkHeader is the headers of a chunk of seqs first to last from the test's gateway.
+func chunkHeader(token string, first, last int) http.Header {
+	h := http.Header{}
+	h.Set("Authorization", "Bearer "+token)
+	h.Set("X-Hyp-Gateway", "wide-gw")
+	// With an incarnation the server keeps a second internal column, _hyp_origin_incarnation.
+	h.Set("X-Hyp-Incarnation", "0123456789abcdef")
+	h.Set("X-Hyp-Partition", "source=wide")
+	h.Set("X-Hyp-Batch-Id", fmt.Sprintf("wide-%d-%d", first, last))
+	h.Set("X-Hyp-Seq-Range", fmt.Sprintf("%d-%d", first, last))
+	return h
+}
+
 // TestServerKillNineWideFirstRow holds `hyp server`'s exactly-once (SPEC 5, 9.1) to a
 // dataset whose first forwarded row alone fills the column cap: the server is killed with
 // SIGKILL at its failpoint between a chunk's cache append and its ledger record, the worst
 // instant, again and again while the sender re-sends the chunk it got no answer for. Each
 // row must be stored once, and its origin seq kept in a real column for the recovery that
-// reads it. HYP_SERVER_KILLS sets the kills (5 by default; `make soak` runs 40).
+// reads it. The same again with Arrow bodies, whose batches the server logs as they came.
+// HYP_SERVER_KILLS sets the kills (5 by default; `make soak` runs 40).
 func TestServerKillNineWideFirstRow(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		chunk func(t *testing.T, token string, k, rows int) (http.Header, []byte)
+	}{{"ndjson, wide first row", wideChunk}, {"arrow", arrowChunk}} {
+		t.Run(tc.name, func(t *testing.T) { serverKillNine(t, tc.chunk) })
+	}
+}
+
+func serverKillNine(t *testing.T, chunk func(t *testing.T, token string, k, rows int) (http.Header, []byte)) {
 	kills := 5
 	if v := os.Getenv("HYP_SERVER_KILLS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -81,7 +134,7 @@ func TestServerKillNineWideFirstRow(t *testing.T) {
 	// send posts chunk k and returns the server's answer; ok is false when the request got
 	// none (the server died on it).
 	send := func(k int) (accepted, duplicates int, ok bool) {
-		h, body := wideChunk(token, k, rows)
+		h, body := chunk(t, token, k, rows)
 		req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
