@@ -1,7 +1,9 @@
 package cache
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"pgregory.net/rapid"
 
@@ -316,4 +319,39 @@ func nullColumns(fields []arrow.Field, n int) []arrow.Array {
 		out[i] = array.MakeArrayOfNull(memory.DefaultAllocator, f.Type, n)
 	}
 	return out
+}
+
+// TestDecodeArrowRecord: a log record of an Arrow group decodes to its batches, and one
+// whose group is cut short, claims other rows than it holds or none at all is refused as
+// malformed (the flush then reports its bytes as damage) rather than read.
+func TestDecodeArrowRecord(t *testing.T) {
+	rec := testRecord(t, 0)
+	defer rec.Release()
+	var body bytes.Buffer
+	if err := arrowGroupBody(&body, []arrow.RecordBatch{rec}); err != nil {
+		t.Fatal(err)
+	}
+	payload := func(b []byte, rows int) []byte {
+		return appendRecord(nil, &record{Form: formArrow, Dataset: "logs", IngestedAt: 1,
+			Groups: []group{{Partition: "gateway=g/source=s", FirstSeq: 10, Rows: rows, Body: b}}})
+	}
+	got, err := decodeRecord(payload(body.Bytes(), 4))
+	if err != nil || len(got.Groups[0].Records) != 1 || got.Groups[0].Records[0].NumRows() != 4 || got.lastSeq() != 13 {
+		t.Fatalf("decodeRecord = %+v, %v", got, err)
+	}
+	got.release()
+	var empty bytes.Buffer // a stream of the schema alone
+	if err := ipc.NewWriter(&empty, ipc.WithSchema(rec.Schema())).Close(); err != nil {
+		t.Fatal(err)
+	}
+	for name, p := range map[string][]byte{
+		"cut short":  payload(body.Bytes()[:body.Len()/2], 4),
+		"other rows": payload(body.Bytes(), 5),
+		"no rows":    payload(empty.Bytes(), 0),
+		"not Arrow":  payload([]byte("{\"a\":1}\n"), 1),
+	} {
+		if r, err := decodeRecord(p); !errors.Is(err, errBadRecord) {
+			t.Errorf("%s: decodeRecord = %+v, %v; want errBadRecord", name, r, err)
+		}
+	}
 }

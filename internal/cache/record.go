@@ -197,7 +197,12 @@ func decodeRecord(p []byte) (*record, error) {
 			}
 		case formArrow:
 			var err error
-			if g.Records, err = decodeArrowGroup(g.Body, g.Rows); err != nil {
+			if g.Rows < 1 { // never written: a flush divides the body by its rows
+				err = fmt.Errorf("%w: an Arrow group of no rows", errBadRecord)
+			} else {
+				g.Records, err = decodeArrowGroup(g.Body, g.Rows)
+			}
+			if err != nil {
 				rec.release()
 				return nil, err
 			}
