@@ -544,6 +544,14 @@ type arrowDecoder struct {
 func parseArrow(body []byte, sc arrowScan, first, last int64, form rowForm, incarnation string, m httpbody.Meter) (*chunk, *httpbody.Error) {
 	if form == userJSON || form == cacheRows {
 		c, rerr := decodeArrow(body, sc, first, last, columnar, incarnation, m)
+		if rerr == nil && form == cacheRows {
+			// The cache encodes the batches into its log record, about their decoded size,
+			// with the origin columns: charged as the row form's text is.
+			if rerr = (&rowsOut{meter: m}).charge(int(sc.decoded) + len(c.seqs)*(12+len(incarnation))); rerr != nil {
+				c.release()
+				c = nil
+			}
+		}
 		if rerr != errNotColumnar {
 			return c, rerr
 		}

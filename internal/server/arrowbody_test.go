@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"testing"
 	"time"
@@ -394,4 +395,65 @@ func FuzzArrowBody(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestArrowLogIsCharged: a single-node server, which encodes an Arrow body's batches into
+// its cache's log record, charges the request's budget for that record before it is made:
+// the smallest budget that lets it parse a body is at least the batches' decoded size above
+// the one a cluster replica needs, which stages the batches themselves.
+func TestArrowLogIsCharged(t *testing.T) {
+	rec := testRows(t, []int64{1, 2, 3, 4, 5, 6, 7, 8})
+	defer rec.Release()
+	// testRows has a NaN and bad UTF-8, which only the text path takes: keep the columns
+	// the columnar form keeps (seq, ingest time, service.name, n, ok).
+	var fields []arrow.Field
+	var cols []arrow.Array
+	for _, j := range []int{0, 1, 3, 4, 6} {
+		fields, cols = append(fields, rec.Schema().Field(j)), append(cols, rec.Column(j))
+	}
+	clean := array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, rec.NumRows())
+	defer clean.Release()
+	body := arrowOf(t, clean)
+	sc, rerr := scanArrow(body, 64<<20)
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	// fits reports whether body parses in form within a budget of limit bytes.
+	fits := func(form rowForm, limit int64) bool {
+		budget, err := httpbody.NewBudget(limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c *chunk
+		var rerr *httpbody.Error
+		h, err := httpbody.Guard(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+			c, rerr = parseArrow(body, sc, 1, 8, form, "inc-1", httpbody.MeterOf(r))
+		}), budget, httpbody.Pace{Grace: time.Second, MinRate: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/", nil))
+		if rerr == nil {
+			if len(c.recs) == 0 {
+				t.Fatalf("form %d: kept as rows, not as batches", form)
+			}
+			c.release()
+		}
+		return rerr == nil
+	}
+	least := func(form rowForm) int64 {
+		lo, hi := int64(1), int64(64<<20)
+		for lo < hi {
+			if mid := (lo + hi) / 2; fits(form, mid) {
+				hi = mid
+			} else {
+				lo = mid + 1
+			}
+		}
+		return lo
+	}
+	node, replica := least(cacheRows), least(userJSON)
+	if node-replica < sc.decoded {
+		t.Errorf("a single node needs a budget of %d, a replica %d: less than the %d decoded bytes its log record takes", node, replica, sc.decoded)
+	}
 }
