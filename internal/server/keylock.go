@@ -7,8 +7,9 @@ import (
 	"github.com/hyp-project/hyp/internal/ledger"
 )
 
-// keyLocks serialises requests per ledger key, so that a seq is found missing and stored by
-// one request at a time. Entries exist only while some request holds or waits for them, or
+// keyLocks serialises requests per ledger key (the single node locks a key without its
+// incarnation: a server cache partition), so that a seq is found missing and stored by one
+// request at a time. Entries exist only while some request holds or waits for them, or
 // while a key needs repair.
 type keyLocks struct {
 	mu sync.Mutex

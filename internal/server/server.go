@@ -38,11 +38,12 @@
 //
 // # Concurrency
 //
-// Requests are serialised per ledger key only (keyLocks), never server-wide, so chunks of
-// different partitions (a forward sink ships several at once) reach the cache and the
-// ledger together: the cache's log and the ledger each commit concurrent writes with one
-// fsync, and every request is still answered only after its own rows and ledger record
-// are durable.
+// Requests are serialised per server cache partition only (keyLocks: a gateway's partition,
+// all its incarnations together, since they share the partition's ledger checkpoint), never
+// server-wide, so chunks of different partitions (a forward sink ships several at once)
+// reach the cache and the ledger together: the cache's log and the ledger each commit
+// concurrent writes with one fsync, and every request is still answered only after its own
+// rows and ledger record are durable.
 package server
 
 import (
@@ -321,11 +322,16 @@ type localKeeper struct {
 }
 
 // keep stores the rows of ch the ledger does not hold and records ch's range, under the
-// key's lock so that two requests for one key cannot both find a seq missing and store it.
+// partition's lock so that two requests for one key cannot both find a seq missing and
+// store it.
 func (k *localKeeper) keep(ctx context.Context, dataset string, fw forward, ch *chunk) (kept, error) {
 	key := ledger.Key{Gateway: fw.gateway, Incarnation: fw.incarnation, Dataset: dataset, Partition: partition.Name(fw.source)}
 	name := partition.GatewayName(fw.gateway, fw.source)
-	lk, err := k.locks.lock(ctx, key)
+	// Locked per server cache partition, every incarnation of the gateway together: they
+	// share the partition's ledger checkpoint, and Recover reads only the rows above it, so one
+	// incarnation's Record must not raise it over another's rows appended before and not yet
+	// recorded (TestIncarnationsCrashBetweenAppendAndRecord).
+	lk, err := k.locks.lock(ctx, ledger.Key{Gateway: key.Gateway, Dataset: key.Dataset, Partition: key.Partition})
 	if err != nil {
 		return kept{}, fmt.Errorf("waiting for the partition lock: %w", err)
 	}
