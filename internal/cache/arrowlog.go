@@ -3,7 +3,6 @@ package cache
 import (
 	"bytes"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -47,38 +46,6 @@ func arrowKind(t arrow.DataType) (jsonrow.Kind, number, bool) {
 	return 0, number{}, false
 }
 
-// SameAsText reports whether every value of arr means, as the JSON text rowjson writes of
-// it, what it is: valid UTF-8 strings (the text has U+FFFD for a bad byte) and finite
-// floats (null for NaN and ±Inf). A batch whose columns are not is stored through its
-// rows' text, here and by a cluster replica (server's passThrough).
-func SameAsText(arr arrow.Array) bool {
-	switch a := arr.(type) {
-	case *array.String:
-		n := a.Len()
-		offs := a.ValueOffsets() // a slice's own, into the whole data buffer
-		var data []byte
-		if buf := a.Data().Buffers()[2]; buf != nil {
-			data = buf.Bytes()
-		}
-		if !utf8.Valid(data[offs[0]:offs[n]]) {
-			return false
-		}
-		// A value cut inside a character starts the next one with a continuation byte.
-		for _, o := range offs[:n] {
-			if int(o) < int(offs[n]) && data[o]&0xC0 == 0x80 {
-				return false
-			}
-		}
-	case *array.Float64:
-		for i, f := range a.Float64Values() {
-			if math.IsNaN(f-f) && a.IsValid(i) {
-				return false
-			}
-		}
-	}
-	return true
-}
-
 // addColumns appends the rows of rec, the first with seq first, to the batch column by
 // column, and reports whether it could; false leaves the batch and its dataset as they
 // were. It takes a record only into columns the dataset already has: which column a new
@@ -101,7 +68,7 @@ func (b *batch) addColumns(rec arrow.RecordBatch, first, ingestedAtMicros int64)
 			continue // the row path never sees its name
 		}
 		k, num, ok := arrowKind(f.Type)
-		if !ok || !utf8.ValidString(f.Name) || !SameAsText(arr) {
+		if !ok || !utf8.ValidString(f.Name) || !rowjson.SameAsText(arr) {
 			return false
 		}
 		tg := target{col: j, from: firstValue(arr)}
@@ -282,13 +249,13 @@ func arrowGroupBody(dst *bytes.Buffer, recs []arrow.RecordBatch) error {
 	return w.Close()
 }
 
-// decodeArrowGroup reads a formArrow group body back into its record batches, and checks
-// that they hold rows rows.
-func decodeArrowGroup(body []byte, rows int) ([]arrow.RecordBatch, error) {
+// decodeArrowGroup reads a formArrow group body back into its record batches, checks that
+// they hold rows rows, and returns the encoder of their rows' NDJSON lines (eachLine).
+func decodeArrowGroup(body []byte, rows int) ([]arrow.RecordBatch, *rowjson.Encoder, error) {
 	r, err := ipc.NewReader(bytes.NewReader(body), ipc.WithBodySizeLimit(int64(len(body))),
 		ipc.WithMetadataSizeLimit(int64(len(body))))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errBadRecord, err)
+		return nil, nil, fmt.Errorf("%w: %v", errBadRecord, err)
 	}
 	defer r.Release()
 	var recs []arrow.RecordBatch
@@ -301,13 +268,14 @@ func decodeArrowGroup(body []byte, rows int) ([]arrow.RecordBatch, error) {
 	}
 	if err := r.Err(); err != nil || n != rows {
 		releaseRecords(recs)
-		return nil, fmt.Errorf("%w: an Arrow group of %d rows holds %d (%v)", errBadRecord, rows, n, err)
+		return nil, nil, fmt.Errorf("%w: an Arrow group of %d rows holds %d (%v)", errBadRecord, rows, n, err)
 	}
-	if _, err := rowjson.NewEncoder(r.Schema()); err != nil {
+	enc, err := rowjson.NewEncoder(r.Schema())
+	if err != nil {
 		releaseRecords(recs)
-		return nil, fmt.Errorf("%w: %v", errBadRecord, err)
+		return nil, nil, fmt.Errorf("%w: %v", errBadRecord, err)
 	}
-	return recs, nil
+	return recs, enc, nil
 }
 
 func releaseRecords(recs []arrow.RecordBatch) {
@@ -320,12 +288,11 @@ func releaseRecords(recs []arrow.RecordBatch) {
 var lineBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // eachLine calls fn with rows from..end of rec, each as the NDJSON line a sender's
-// forward body would have carried (rowjson), the row path of a formArrow group. The line is
-// valid only during the call.
-func eachLine(rec arrow.RecordBatch, from int, fn func(line []byte)) {
-	enc, err := rowjson.NewEncoder(rec.Schema())
-	if err != nil {
-		panic(err) // decodeArrowGroup checked every column type
+// forward body would have carried (enc, made for rec's schema), the row path of a formArrow
+// group. The line is valid only during the call.
+func eachLine(enc *rowjson.Encoder, rec arrow.RecordBatch, from int, fn func(line []byte)) {
+	if from >= int(rec.NumRows()) {
+		return // addColumns took them all, as it does most batches
 	}
 	bp := lineBufs.Get().(*[]byte)
 	defer lineBufs.Put(bp)

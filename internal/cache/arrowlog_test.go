@@ -17,6 +17,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/hyp-project/hyp/internal/columns"
+	"github.com/hyp-project/hyp/internal/rowjson"
 )
 
 // arrowTypes are the column types a forwarded Arrow body may bring; a timestamp takes the
@@ -125,9 +126,13 @@ func TestArrowGroupMatchesRows(t *testing.T) {
 		seq := int64(len(pre) + 1)
 		for k := range rapid.IntRange(1, 3).Draw(t, "records") {
 			rec := drawRecord(t, fmt.Sprint(k))
+			enc, err := rowjson.NewEncoder(rec.Schema())
+			if err != nil {
+				t.Fatal(err)
+			}
 			lines := func(b *batch, from int) {
 				at := seq + int64(from)
-				eachLine(rec, from, func(line []byte) {
+				eachLine(enc, rec, from, func(line []byte) {
 					if err := b.add(formNDJSON, line, at, 7); err != nil {
 						t.Fatalf("row path refused %s: %v", line, err)
 					}
@@ -200,8 +205,12 @@ func TestIngestPartitionRecords(t *testing.T) {
 			t.Fatalf("IngestPartitionRecords = %+v, %v", r, err)
 		}
 		last = r
+		enc, err := rowjson.NewEncoder(rec.Schema())
+		if err != nil {
+			t.Fatal(err)
+		}
 		var lines []string
-		eachLine(rec, 0, func(line []byte) { lines = append(lines, string(line)) })
+		eachLine(enc, rec, 0, func(line []byte) { lines = append(lines, string(line)) })
 		body, n := framedOf(t, lines...)
 		if _, err := viaRows.IngestPartitionRows("logs", part, body, n); err != nil {
 			t.Fatal(err)

@@ -543,7 +543,7 @@ func (c *Cache) flushSegment(ctx context.Context, seg wal.Segment, last bool) er
 					// Column by column where the batch allows it, the rest row by row.
 					from := round.addColumns(p, ds, ar, seq, floor, rec.IngestedAt, len(g.Body)/g.Rows)
 					at := seq + int64(from)
-					eachLine(ar, from, func(line []byte) { add(at, line); at++ })
+					eachLine(g.Lines, ar, from, func(line []byte) { add(at, line); at++ })
 					seq += ar.NumRows()
 				}
 				continue

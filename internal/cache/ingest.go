@@ -62,7 +62,8 @@ type grouper struct {
 	pooled *[]byte
 }
 
-// groupBodies keeps the first group body of an ingest request between requests: it is about
+// groupBodies keeps the first group body of an ingest request (or the Arrow stream of a
+// server's IngestPartitionRecords) between requests: it is about
 // the size of the request, so allocating it afresh (a large, zeroed allocation) for every
 // request was a good part of what validating one cost, and most of the garbage ingest made.
 var groupBodies sync.Pool
@@ -309,23 +310,24 @@ func (c *Cache) IngestPartitionRecords(dataset, partitionName string, recs []arr
 		}
 		seen[f.Name] = true
 	}
-	buf := arrowBodies.Get().(*bytes.Buffer)
+	// Encoded into a body of groupBodies, which the row form's request bodies come from too.
+	bp, _ := groupBodies.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	buf := bytes.NewBuffer((*bp)[:0])
 	defer func() {
 		if buf.Cap() <= maxPooledBody {
-			arrowBodies.Put(buf)
+			*bp = buf.Bytes()[:0]
+			groupBodies.Put(bp)
 		}
 	}()
-	buf.Reset()
 	if err := arrowGroupBody(buf, recs); err != nil {
 		return Result{}, fmt.Errorf("cache: encoding %d rows for %s %s: %w", rows, dataset, partitionName, err)
 	}
 	gb := &groupBuilder{name: partitionName, body: buf.Bytes(), rows: rows}
 	return c.append(dataset, formArrow, []*groupBuilder{gb})
 }
-
-// arrowBodies keeps IngestPartitionRecords' encoding buffers between requests, as
-// groupBodies does the row form's.
-var arrowBodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // append assigns seqs and writes one log record under c.mu, so log order is seq order, then
 // waits for the group commit outside the lock.

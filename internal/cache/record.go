@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/hyp-project/hyp/internal/rowform"
+	"github.com/hyp-project/hyp/internal/rowjson"
 )
 
 // A log record is one ingest request: everything in it became durable in one fsync, so a
@@ -52,8 +53,10 @@ type group struct {
 	FirstSeq  int64
 	Rows      int
 	Body      []byte
-	// Records are a formArrow group's rows, decoded from Body.
+	// Records are a formArrow group's rows, decoded from Body, and Lines the encoder of their
+	// NDJSON lines (eachLine).
 	Records []arrow.RecordBatch
+	Lines   *rowjson.Encoder
 }
 
 type record struct {
@@ -70,7 +73,7 @@ func (r *record) eachRow(g group, fn func(row []byte)) {
 		rowform.ForRows(g.Body, fn)
 	case formArrow:
 		for _, rec := range g.Records {
-			eachLine(rec, 0, fn)
+			eachLine(g.Lines, rec, 0, fn)
 		}
 	default:
 		forLines(g.Body, fn)
@@ -200,7 +203,7 @@ func decodeRecord(p []byte) (*record, error) {
 			if g.Rows < 1 { // never written: a flush divides the body by its rows
 				err = fmt.Errorf("%w: an Arrow group of no rows", errBadRecord)
 			} else {
-				g.Records, err = decodeArrowGroup(g.Body, g.Rows)
+				g.Records, g.Lines, err = decodeArrowGroup(g.Body, g.Rows)
 			}
 			if err != nil {
 				rec.release()

@@ -1,9 +1,10 @@
 // Package rowjson owns the turning of cached Arrow rows back into JSON objects, one row at a
 // time, for the forward sink body and the jsonl.gz blob format, and of the values of an
-// Arrow body `hyp server` stores as JSON text (KindOf, AppendString, AppendFloat, AppendTimestamp), so
-// both wire formats store the same text. It never decides which rows
-// to send, never adds or drops columns (internal columns are ordinary columns here), and
-// never allocates per row beyond the caller's buffer.
+// Arrow body `hyp server` stores as JSON text (KindOf, AppendString, AppendFloat,
+// AppendTimestamp; SameAsText says when that text means the value itself, so the batch may
+// be stored as it came), so both wire formats store the same rows. It never decides which
+// rows to send, never adds or drops columns (internal columns are ordinary columns here),
+// and never allocates per row beyond the caller's buffer.
 package rowjson
 
 import (
@@ -126,6 +127,38 @@ func (e *Encoder) AppendRow(dst []byte, rec arrow.RecordBatch, i int) []byte {
 		}
 	}
 	return append(dst, '}')
+}
+
+// SameAsText reports whether every value of arr means, as the JSON text this package writes
+// of it, what it is: valid UTF-8 strings (the text has U+FFFD for a bad byte) and finite
+// floats (null for NaN and ±Inf). A server stores a batch whose columns are not through its
+// rows' text (server's passThrough, cache's addColumns).
+func SameAsText(arr arrow.Array) bool {
+	switch a := arr.(type) {
+	case *array.String:
+		n := a.Len()
+		offs := a.ValueOffsets() // a slice's own, into the whole data buffer
+		var data []byte
+		if buf := a.Data().Buffers()[2]; buf != nil {
+			data = buf.Bytes()
+		}
+		if !utf8.Valid(data[offs[0]:offs[n]]) {
+			return false
+		}
+		// A value cut inside a character starts the next one with a continuation byte.
+		for _, o := range offs[:n] {
+			if int(o) < int(offs[n]) && data[o]&0xC0 == 0x80 {
+				return false
+			}
+		}
+	case *array.Float64:
+		for i, f := range a.Float64Values() {
+			if math.IsNaN(f-f) && a.IsValid(i) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // AppendFloat writes f the way encoding/json does (plain notation for ordinary magnitudes,

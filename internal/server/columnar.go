@@ -23,7 +23,7 @@ import (
 //
 //   - every user column is string, int64, float64 or bool (the text path turns a timestamp
 //     or a large_string column into a string column);
-//   - every string is valid UTF-8 and every float64 finite (cache.SameAsText);
+//   - every string is valid UTF-8 and every float64 finite (rowjson.SameAsText);
 //   - no name twice, and no more columns than the Encoder takes before it overflows
 //     (cache.MaxColumns, one kept for columns.OverflowColumn);
 //   - a column with no value in the batch is left out (the Encoder never sees its name).
@@ -84,7 +84,7 @@ func (d *arrowDecoder) passThrough(rec arrow.RecordBatch, n int) (arrow.RecordBa
 		default:
 			return nil, errNotColumnar
 		}
-		if !cache.SameAsText(arr) {
+		if !rowjson.SameAsText(arr) {
 			return nil, errNotColumnar
 		}
 		if !c.overflow {
