@@ -18,9 +18,13 @@ import (
 // nextUnit carries both out up to the point where the exporters differ, a unit to ship, and
 // every write to a watermark is a move made by advance, whose requirement says what the
 // write stands on. The order of a unit's steps is fixed: decide it (nextUnit), write its
-// intent, deliver it, settle it (moveSettle). Nothing else may be reordered; the one merge
-// allowed is the unit exporter's, which writes the next unit's intent with the settle of the
-// last when the next unit is already read (exportPartition).
+// intent, deliver it, settle it (moveSettle). Nothing else may be reordered. One merge is
+// allowed, the unit exporter's when it reads ahead (a forward sink, exportPartition): while
+// a unit ships, the next unit, already read, is queued behind it (its intent written as
+// State.Next: moveQueue), in one write with the settle of the unit delivered before
+// (moveSettleQueued), so that the next unit ships the moment the one in flight is
+// delivered. A unit still ships only once its own intent is durable, and the watermark
+// passes only units delivered.
 
 // action is what a partition's watermark asks of an exporter next.
 type action int
@@ -76,8 +80,10 @@ func afterRead(n int64, withheld bool) readAction {
 //	withhold    position P          the position moved: decide again (nothing is counted)
 //	intent      position P          the position moved: decide again (the rows are dropped)
 //	settle      the intent U at P   a rewind or an edit moved the position after U was
-//	                                delivered: the new position wins, and the destination
-//	                                dedupes U if it comes again
+//	            (and V queued       delivered: the new position wins, and the destination
+//	            behind it)          dedupes U if it comes again
+//	queue       the intent U at P   the position moved while U ships: the new position
+//	                                wins (the queued unit's rows are dropped)
 //	drop        the intent U at P   decide again
 //	quarantine  the intent U at P   decide again (the quarantined file stays for operators)
 //	note        nothing             never lost
@@ -126,12 +132,35 @@ type inFlight struct {
 
 // moveSettle moves the watermark past the delivered unit f, counting exported rows (as
 // read; filtered of them dropped by its transform) at when; next, when not nil, is the
-// following unit's intent, written in the same write.
+// following unit's intent, written in the same write. A unit queued behind f (State.Next)
+// is the following unit: the caller passes it as next.
 func moveSettle(f inFlight, exported, filtered int64, when time.Time, next *watermark.Unit) move {
-	return move{watermark.HoldsIntent(f.at, f.u), func(s *watermark.State) error {
-		s.Seq, s.ExportedRows, s.Intent = f.u.Last, s.ExportedRows+exported, next
+	return move{watermark.HoldsIntent(f.at, f.u), settle(f, exported, filtered, when, next, nil)}
+}
+
+// moveSettleQueued settles the delivered unit f while cur, queued behind it, ships: cur
+// becomes the intent, and next, when not nil, is queued behind cur in the same write.
+func moveSettleQueued(f inFlight, exported, filtered int64, when time.Time, cur watermark.Unit, next *watermark.Unit) move {
+	return move{watermark.HoldsQueue(f.at, f.u, cur), settle(f, exported, filtered, when, &cur, next)}
+}
+
+func settle(f inFlight, exported, filtered int64, when time.Time, intent, next *watermark.Unit) func(*watermark.State) error {
+	return func(s *watermark.State) error {
+		s.Seq, s.ExportedRows, s.Intent, s.Next = f.u.Last, s.ExportedRows+exported, intent, next
 		s.FilteredRows += filtered
 		s.LastExportAt, s.LastError = &when, ""
+		return nil
+	}
+}
+
+// moveQueue queues next behind f, the unit in flight, so that next ships the moment f is
+// delivered.
+func moveQueue(f inFlight, next watermark.Unit) move {
+	return move{watermark.HoldsIntent(f.at, f.u), func(s *watermark.State) error {
+		if s.Next != nil {
+			return fmt.Errorf("a unit (seqs %d-%d) is already queued behind seqs %d-%d", s.Next.First, s.Next.Last, f.u.First, f.u.Last)
+		}
+		s.Next = &next
 		return nil
 	}}
 }
@@ -139,13 +168,13 @@ func moveSettle(f inFlight, exported, filtered int64, when time.Time, next *wate
 // moveDrop drops the intent of f: the destination found its unit too large (nothing of it
 // was stored), so that a smaller unit replaces it, or no table commit can hold it.
 func moveDrop(f inFlight) move {
-	return move{watermark.HoldsIntent(f.at, f.u), func(s *watermark.State) error { s.Intent = nil; return nil }}
+	return move{watermark.HoldsIntent(f.at, f.u), func(s *watermark.State) error { s.Intent, s.Next = nil, nil; return nil }}
 }
 
 func moveQuarantine(f inFlight, q watermark.Quarantined, why error) move {
 	u := f.u
 	return move{watermark.HoldsIntent(f.at, u), func(s *watermark.State) error {
-		s.Seq, s.Intent = u.Last, nil
+		s.Seq, s.Intent, s.Next = u.Last, nil, nil
 		s.Quarantined = append(s.Quarantined, q)
 		s.LastError = fmt.Sprintf("quarantined seqs %d-%d: %v", u.First, u.Last, why)
 		return nil
@@ -158,11 +187,12 @@ func moveNote(msg string) move {
 }
 
 // pending is what nextUnit found of a partition: nothing (idle), the unit in flight at the
-// position it was found at (replay, rows not read), or a fresh unit decided from the rows
-// just read above u.From.
+// position it was found at (replay, rows not read) with the unit queued behind it if any,
+// or a fresh unit decided from the rows just read above u.From.
 type pending struct {
 	at     int64
 	u      watermark.Unit
+	queued *watermark.Unit
 	rows   *unitRows
 	replay bool
 	idle   bool
@@ -191,7 +221,7 @@ func (x *instance) nextUnit(ctx context.Context, p Part, head int64, read reader
 		case actIdle:
 			return pending{idle: true}, nil
 		case actReplay:
-			return pending{at: st.Seq, u: *st.Intent, replay: true}, nil
+			return pending{at: st.Seq, u: *st.Intent, queued: st.Next, replay: true}, nil
 		case actClamp:
 			// Adopted as it is, a watermark above the head would skip the next rows
 			// silently. It is read as the edit meant it when it was made: every row ingested

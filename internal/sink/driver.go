@@ -13,10 +13,12 @@
 // different partitions: one partition is still exported by one goroutine at a time, one
 // unit after the other in seq order, each intent written before its unit ships, so no unit
 // is ever in flight twice (to one destination or to two). A forward sink's loop also reads
-// its partition's next unit in a goroutine of its own while a unit ships (readAhead); that
-// goroutine only reads the cache, and the loop alone decides, records and ships units. What
-// those loops share is safe
-// for it: the watermark store serialises each key's read-compare-write, the cache's scans
+// its partition's next unit in a goroutine of its own while a unit ships (readAhead), which
+// only reads the cache, and queues that unit's intent in another beside the ship
+// (queueNext); the loop waits for the latter before it writes or ships anything else, so a
+// partition's units still ship one at a time, in order, and its watermark has one writer at
+// a time. What those loops share is safe for it: the watermark store serialises each key's
+// read-compare-write, the cache's scans
 // and the shipper take concurrent callers, the metrics are atomic, and each loop's result
 // is its own until the tick sums them in partition order.
 //

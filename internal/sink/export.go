@@ -565,8 +565,11 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 		ahead = nil // used up
 		return x.readToShip(ctx, p, since, until, lim, tf)
 	}
-	var next decided // a unit whose intent the last settle wrote; rows nil when none
+	var next decided // a unit queued behind the one last shipped; rows nil when none
 	defer func() { next.rows.release() }()
+	// prev is a delivered unit the watermark has not passed yet: its settle rides on the
+	// write that queues the unit after next (queueNext), made while next ships.
+	var prev *delivered
 	for {
 		if err := ctx.Err(); err != nil {
 			res.err = err
@@ -574,10 +577,28 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 		}
 		var u watermark.Unit
 		var rows *unitRows
-		var at int64 // where the watermark stands while u is in flight
+		var at int64               // where the watermark stands while u is in flight
+		var queued *watermark.Unit // a unit a replayed intent had queued behind it
 		switch {
 		case next.rows != nil:
-			u, rows, at, next = next.u, next.rows, next.u.From, decided{} // its intent is written
+			// Its intent is written, or queued behind prev, whose settle makes it the intent
+			// (at u.From) before anything below stands on at.
+			u, rows, at, next = next.u, next.rows, next.u.From, decided{}
+			if prev != nil {
+				// A rewind or an edit that landed while prev shipped wins before u ships, as
+				// it would before an intent is written.
+				ok, err := x.store.Holds(k, watermark.HoldsQueue(prev.f.at, prev.f.u, u))
+				if err != nil || !ok {
+					rows.release()
+					prev = nil
+					if err != nil {
+						res.err = err
+						return res
+					}
+					log.Info("watermark moved while a unit was shipping; the new position wins", "unit_first", u.First, "unit_last", u.Last)
+					continue
+				}
+			}
 		default:
 			pd, err := x.nextUnit(ctx, p, head, read)
 			if err != nil {
@@ -589,7 +610,7 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 				return res // nothing new: no data file was opened
 			case pd.replay:
 				// A unit decided before a crash or a failed attempt: exactly those rows again.
-				u, at = pd.u, pd.at
+				u, at, queued = pd.u, pd.at, pd.queued
 				t := time.Now()
 				rows, err = x.readToShip(ctx, p, u.From, u.Last, limits{rows: 1 << 62}, u.Transform)
 				x.step("read", t)
@@ -622,28 +643,53 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 				ahead = x.startReadAhead(ctx, p, u.Last, head, lim, x.live.Load().transform)
 			}
 		}
+		// A forward sink queues the next unit's intent while u ships (with prev's settle),
+		// unless a replayed u brought its own queued unit, which is the next one.
+		var q chan queuedNext
+		if lim.readAhead && queued == nil && (prev != nil || u.Last < head) {
+			q = make(chan queuedNext, 1)
+			go func(ahead *readAhead, cur inFlight, prev *delivered) {
+				q <- x.queueNext(p, k, ahead, cur, prev, head, lim)
+			}(ahead, inFlight{at, u}, prev)
+		}
 		t := time.Now()
 		n, err := x.shipUnit(ctx, p, u, rows)
 		x.step("ship", t)
 		rows.release()
+		var qn queuedNext
+		if q != nil {
+			qn = <-q
+		}
+		if qn.landed && prev != nil {
+			x.settled(&res, p, k, prev)
+		}
+		prev = nil
+		switch {
+		case qn.err != nil:
+			// The delivered units stay intents: the next run ships them again, and the
+			// destination dedupes them.
+			res.err = qn.err
+			return res
+		case qn.stale:
+			log.Info("watermark moved while a unit was shipping; the new position wins", "unit_first", u.First, "unit_last", u.Last)
+			continue
+		}
 		if err == nil {
 			if x.hooks.afterShip != nil {
 				x.hooks.afterShip(k, u)
 			}
-			t = time.Now()
-			nx := x.decideAhead(p, ahead, u.Last, head, lim)
-			if nx.rows != nil {
-				x.step("read", t)
+			if qn.next.rows != nil {
+				// The next unit is queued behind u: it ships now, and u's settle rides on
+				// the write that queues the one after it.
+				prev, next = &delivered{f: inFlight{at, u}, rows: rows.rows, filtered: rows.filtered(), bytes: n}, qn.next
+				continue
 			}
-			var nextIntent *watermark.Unit
-			if nx.rows != nil {
-				nextIntent = &nx.u
-			}
+			// Nothing queued behind u, or a replayed u's own queued unit, which the settle
+			// makes the intent (the next turn replays it).
 			t = time.Now()
-			_, landed, err := x.advance(k, moveSettle(inFlight{at, u}, rows.rows, rows.filtered(), x.now().UTC(), nextIntent))
+			_, landed, err := x.advance(k, moveSettle(inFlight{at, u}, rows.rows, rows.filtered(), x.now().UTC(), queued))
 			x.step("record", t)
 			if err != nil || !landed {
-				nx.rows.release()
 				if err != nil {
 					res.err = err
 					return res
@@ -651,19 +697,10 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 				log.Info("watermark moved while a unit was shipping; the new position wins", "unit_first", u.First, "unit_last", u.Last)
 				continue
 			}
-			next = nx
-			if x.hooks.afterWatermark != nil {
-				x.hooks.afterWatermark(k, u)
-			}
-			res.rows += rows.rows
-			res.bytes += n
-			if rows.rows > 0 {
-				res.units++
-			}
-			x.metrics.exported.WithLabelValues(x.name, p.Dataset).Add(float64(rows.rows))
-			x.metrics.filtered.WithLabelValues(x.name).Add(float64(rows.filtered()))
+			x.settled(&res, p, k, &delivered{f: inFlight{at, u}, rows: rows.rows, filtered: rows.filtered(), bytes: n})
 			continue
 		}
+		qn.next.rows.release() // a queued unit never ships before the one it follows
 		var poison *errPoison
 		switch {
 		case errors.As(err, &poison) || (errors.Is(err, errTooLarge) && u.Rows <= 1):
@@ -718,6 +755,70 @@ func (x *instance) readFailed(ctx context.Context, k watermark.Key, err error) e
 // step records how long a unit's step took since start (hyp_sink_unit_step_seconds).
 func (x *instance) step(name string, start time.Time) {
 	x.metrics.unitStep.WithLabelValues(x.name, name).Observe(time.Since(start).Seconds())
+}
+
+// delivered is a unit the destination has, and what it counts for once it is settled.
+type delivered struct {
+	f        inFlight
+	rows     int64
+	filtered int64
+	bytes    int64
+}
+
+// settled accounts for d once the watermark has passed it.
+func (x *instance) settled(res *partResult, p Part, k watermark.Key, d *delivered) {
+	if x.hooks.afterWatermark != nil {
+		x.hooks.afterWatermark(k, d.f.u)
+	}
+	res.rows += d.rows
+	res.bytes += d.bytes
+	if d.rows > 0 {
+		res.units++
+	}
+	x.metrics.exported.WithLabelValues(x.name, p.Dataset).Add(float64(d.rows))
+	x.metrics.filtered.WithLabelValues(x.name).Add(float64(d.filtered))
+}
+
+// queuedNext is what queueNext did: next holds the unit queued (rows nil when none), landed
+// whether its write landed, stale whether the write was lost to a rewind or an edit.
+type queuedNext struct {
+	next   decided
+	landed bool
+	stale  bool
+	err    error
+}
+
+// queueNext runs beside the ship of cur: it decides the unit after cur from the rows read
+// ahead and queues its intent behind cur, in one write with the settle of prev (delivered
+// before cur shipped) when there is one. It only reads ahead and writes the watermark; the
+// loop alone ships, and it waits for queueNext before it writes or ships anything else.
+func (x *instance) queueNext(p Part, k watermark.Key, ahead *readAhead, cur inFlight, prev *delivered, head int64, lim limits) queuedNext {
+	t := time.Now()
+	nx := x.decideAhead(p, ahead, cur.u.Last, head, lim)
+	if nx.rows != nil {
+		x.step("read", t)
+	}
+	var m move
+	switch {
+	case prev != nil:
+		var queue *watermark.Unit
+		if nx.rows != nil {
+			queue = &nx.u
+		}
+		m = moveSettleQueued(prev.f, prev.rows, prev.filtered, x.now().UTC(), cur.u, queue)
+	case nx.rows != nil:
+		m = moveQueue(cur, nx.u)
+	default:
+		return queuedNext{}
+	}
+	t = time.Now()
+	_, landed, err := x.advance(k, m)
+	x.step("record", t)
+	if err != nil || !landed {
+		nx.rows.release()
+		return queuedNext{stale: err == nil, err: err}
+	}
+	return queuedNext{next: nx, landed: true}
 }
 
 // decided is a unit decided with its rows.

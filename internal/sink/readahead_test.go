@@ -132,10 +132,12 @@ func TestReadAheadShipsWhatReadingAfterwardsShips(t *testing.T) {
 	}
 }
 
-// With the next unit read ahead, the advance past a shipped unit writes the next unit's
-// intent in the same write: a crash right after it finds that intent, and the restart
-// ships exactly that unit, once, whatever arrived in between.
-func TestAdvanceWritesTheReadAheadIntent(t *testing.T) {
+// With the next unit read ahead, the unit after the one in flight is queued behind it while
+// it ships, in one write with the settle of the unit before: a crash right after that write
+// finds the unit in flight and the one queued, and the restart ships exactly those two
+// units, in order, once each (the one in flight again under its id, which the destination
+// dedupes), before any unit of the rows that arrived in between.
+func TestQueuedIntentsSurviveACrash(t *testing.T) {
 	e := newEnv(t, 4)
 	e.d.inst(t, "s1").lim.readAhead = true
 	e.l.ingest(t, e.c, "a", 14)
@@ -151,12 +153,15 @@ func TestAdvanceWritesTheReadAheadIntent(t *testing.T) {
 	if _, crashed := runCrashing(t, e.d, "s1"); !crashed {
 		t.Fatal("the hook never fired")
 	}
+	// The second settle (of seqs 5-8) was written while the third unit shipped, queueing
+	// the fourth (seqs 13-14) behind it.
 	calls := e.fakes["s1"].all()
 	st := getWM(t, e.d, key("s1", "a"))
-	if len(calls) != 2 || st.Seq != calls[1].Unit.Last || st.Intent == nil || st.Intent.From != st.Seq || st.Intent.Rows != 4 {
-		t.Fatalf("after the second advance: %d calls, watermark %+v; want the second unit's end and the third unit's intent", len(calls), st)
+	if len(calls) != 3 || st.Seq != calls[1].Unit.Last || st.Intent == nil || *st.Intent != calls[2].Unit ||
+		st.Next == nil || st.Next.From != st.Intent.Last || st.Next.Rows != 2 {
+		t.Fatalf("after the second settle: %d calls, watermark %+v (next %+v); want the second unit's end, the third unit in flight and the fourth queued", len(calls), st, st.Next)
 	}
-	intent := *st.Intent
+	inFlight, queued := *st.Intent, *st.Next
 
 	e.l.ingest(t, e.c, "a", 3)
 	if err := e.c.Flush(e.ctx); err != nil {
@@ -168,20 +173,61 @@ func TestAdvanceWritesTheReadAheadIntent(t *testing.T) {
 		t.Fatalf("run after restart: %+v", res)
 	}
 	calls = e.fakes["s1"].all()
-	if len(calls) < 3 || calls[2].Unit != intent {
-		t.Fatalf("first unit after restart %+v, want the intent %+v", calls[2:], intent)
+	if len(calls) < 5 || calls[3].Unit != inFlight || calls[4].Unit != queued {
+		t.Fatalf("first units after restart %+v, want the one in flight %+v, then the one queued %+v", calls[3:], inFlight, queued)
 	}
 	for _, c := range calls {
 		checkUnit(t, e.d.inst(t, "s1"), e.l, c)
 	}
 	exactlyOnce(t, e.l, calls, "a")
-	if st := getWM(t, e.d, key("s1", "a")); st.Intent != nil || st.Seq != calls[len(calls)-1].Unit.Last {
+	if st := getWM(t, e.d, key("s1", "a")); st.Intent != nil || st.Next != nil || st.Seq != calls[len(calls)-1].Unit.Last {
+		t.Fatalf("watermark at the end: %+v", st)
+	}
+}
+
+// A rewind that lands while a unit ships, after the next unit was queued behind it, wins
+// before the queued unit ships: the queued unit never goes out, and the export goes on from
+// the rewound position.
+func TestRewindDropsTheQueuedUnit(t *testing.T) {
+	e := newEnv(t, 4)
+	x := e.d.inst(t, "s1")
+	x.lim.readAhead = true
+	e.l.ingest(t, e.c, "a", 12)
+	if err := e.c.Flush(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	x.hooks.afterShip = func(k watermark.Key, u watermark.Unit) {
+		if n++; n != 1 {
+			return
+		}
+		st, err := e.d.Store().Get(k)
+		if err != nil || st.Next == nil {
+			t.Errorf("after the first ship: %+v, %v; want a unit queued", st, err)
+			return
+		}
+		if _, err := e.d.Store().Update(k, st.Generation, func(s *watermark.State) error { s.Seq, s.Intent = 0, nil; return nil }); err != nil {
+			t.Errorf("rewind: %v", err)
+		}
+	}
+	if res := runNow(t, e.d, "s1"); res.Status != "ok" {
+		t.Fatalf("run: %+v", res)
+	}
+	var firsts []int64
+	for _, c := range e.fakes["s1"].all() {
+		firsts = append(firsts, c.Unit.First)
+	}
+	if want := []int64{1, 1, 5, 9}; !slices.Equal(firsts, want) {
+		t.Fatalf("units shipped start at %v, want %v (the queued unit 5-8 not shipped before the rewound export)", firsts, want)
+	}
+	if st := getWM(t, e.d, key("s1", "a")); st.Intent != nil || st.Next != nil || st.Seq != 12 {
 		t.Fatalf("watermark at the end: %+v", st)
 	}
 }
 
 // hyp_sink_unit_step_seconds sees every unit's steps: one read and one ship a unit; with
-// the next unit read ahead one watermark write a unit and the first intent, without it two.
+// the next unit read ahead one watermark write a unit (queueing the next with the settle of
+// the one before), the first intent and the last settle, without it two.
 func TestUnitStepsMetric(t *testing.T) {
 	for _, ahead := range []bool{false, true} {
 		t.Run(fmt.Sprintf("read ahead %v", ahead), func(t *testing.T) {
@@ -200,7 +246,7 @@ func TestUnitStepsMetric(t *testing.T) {
 			}
 			records := 8.0
 			if ahead {
-				records = 5
+				records = 6
 			}
 			if r, s, w := count("read"), count("ship"), count("record"); r != 4 || s != 4 || w != records {
 				t.Fatalf("steps observed: read %v, ship %v, record %v; want 4, 4, %v", r, s, w, records)

@@ -261,7 +261,7 @@ func (d *Driver) applyRewind(ctx context.Context, x *instance, p Part, req Rewin
 	for {
 		rw := watermark.Rewind{At: d.now().UTC(), By: req.By, Target: req.Target.String(), From: ch.FromSeq, To: ch.ToSeq}
 		_, err := d.store.Update(k, gen, func(s *watermark.State) error {
-			s.Seq, s.Intent, s.LastRewind = ch.ToSeq, nil, &rw
+			s.Seq, s.Intent, s.Next, s.LastRewind = ch.ToSeq, nil, nil, &rw
 			return nil
 		})
 		if errors.Is(err, watermark.ErrStale) {

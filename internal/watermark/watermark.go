@@ -2,11 +2,12 @@
 // partition) under `sinks/<instance>/watermarks/<dataset>/<partition>.json` (SPEC 2).
 //
 // A file holds the watermark (every row with seq <= Seq is exported, skipped or recorded as
-// a gap), the intent of the unit being shipped, a generation that grows with every write,
-// and what operators need to see (errors, gaps, quarantined units). Every write states what
-// it requires of the state (a Requirement: the generation it read, the position, the unit
-// in flight), so an operator's rewind and an export in flight can never overwrite each
-// other: whichever writes second finds its requirement broken and re-reads.
+// a gap), the intent of the unit being shipped (and of the one queued behind it, Next), a
+// generation that grows with every write, and what operators need to see (errors, gaps,
+// quarantined units). Every write states what it requires of the state (a Requirement: the
+// generation it read, the position, the unit in flight), so an operator's rewind and an
+// export in flight can never overwrite each other: whichever writes second finds its
+// requirement broken and re-reads.
 // Before every write the file on disk is compared with what this store last wrote; a file
 // changed by hand is adopted as the truth, logged, and never clobbered. The comparison is
 // made twice: when the write is decided, and again once the new contents are durable in
@@ -119,14 +120,18 @@ type Quarantined struct {
 
 // State is one watermark file.
 type State struct {
-	Version      int        `json:"version"`
-	Dataset      string     `json:"dataset"`
-	Partition    string     `json:"partition"`
-	Seq          int64      `json:"seq"`
-	ExportedRows int64      `json:"exported_rows"`
-	UpdatedAt    time.Time  `json:"updated_at"`
-	Generation   int64      `json:"generation"`
-	Intent       *Unit      `json:"intent,omitempty"`
+	Version      int       `json:"version"`
+	Dataset      string    `json:"dataset"`
+	Partition    string    `json:"partition"`
+	Seq          int64     `json:"seq"`
+	ExportedRows int64     `json:"exported_rows"`
+	UpdatedAt    time.Time `json:"updated_at"`
+	Generation   int64     `json:"generation"`
+	Intent       *Unit     `json:"intent,omitempty"`
+	// Next is the unit after Intent, decided and durable before Intent is settled so that it
+	// may ship the moment Intent is delivered (a forward sink's pipeline): it starts where
+	// Intent ends, and it goes when Intent is dropped or replaced other than by settling.
+	Next         *Unit      `json:"next,omitempty"`
 	LastExportAt *time.Time `json:"last_export_at,omitempty"`
 	LastError    string     `json:"last_error,omitempty"`
 	WithheldRows int64      `json:"withheld_rows,omitempty"`
@@ -284,6 +289,9 @@ func (s *Store) readOnce(k Key, e *entry) (State, error) {
 		// leaves it meaningless, and exporting from the new seq is what the operator asked.
 		st.Intent = nil
 	}
+	if st.Next != nil && (st.Intent == nil || st.Next.From != st.Intent.Last) {
+		st.Next = nil // likewise: a queued unit belongs to the intent it follows
+	}
 	st.Dataset, st.Partition = k.Dataset, k.Partition
 	if e.seen && !bytes.Equal(e.written, b) {
 		// An edit may keep (or lack) the generation number; the adopted values are written
@@ -350,6 +358,7 @@ type Requirement struct {
 	gen  int64
 	seq  int64
 	unit Unit
+	next Unit
 }
 
 type reqKind int
@@ -359,6 +368,7 @@ const (
 	reqGeneration
 	reqPosition
 	reqIntent
+	reqQueue
 )
 
 // AtGeneration requires that nothing was written since the caller read generation gen: the
@@ -377,6 +387,12 @@ func HoldsIntent(seq int64, u Unit) Requirement {
 	return Requirement{kind: reqIntent, seq: seq, unit: u}
 }
 
+// HoldsQueue is HoldsIntent also requiring next queued behind u (State.Next): what
+// settling u while next ships stands on.
+func HoldsQueue(seq int64, u, next Unit) Requirement {
+	return Requirement{kind: reqQueue, seq: seq, unit: u, next: next}
+}
+
 // Anyway requires nothing: for notes (an error) that hold whatever the position is.
 func Anyway() Requirement { return Requirement{} }
 
@@ -389,6 +405,8 @@ func (r Requirement) holds(st State) bool {
 		return st.Seq == r.seq && st.Intent == nil
 	case reqIntent:
 		return st.Intent != nil && st.Seq == r.seq && sameUnit(*st.Intent, r.unit)
+	case reqQueue:
+		return st.Intent != nil && st.Seq == r.seq && sameUnit(*st.Intent, r.unit) && st.Next != nil && sameUnit(*st.Next, r.next)
 	}
 	return true
 }
@@ -401,6 +419,14 @@ func sameUnit(a, b Unit) bool {
 		return false
 	}
 	return ac == nil || *ac == *bc
+}
+
+// Holds reports whether the state of k meets req now: what a caller about to act on a
+// decision written earlier (a queued unit it is to ship) checks first, so that a rewind
+// or an edit that landed since wins before the act rather than after it.
+func (s *Store) Holds(k Key, req Requirement) (bool, error) {
+	st, err := s.Get(k)
+	return err == nil && req.holds(st), err
 }
 
 // Update is Apply requiring generation gen (AtGeneration).
@@ -428,6 +454,9 @@ func (s *Store) Apply(k Key, req Requirement, fn func(*State) error) (State, err
 	next.Quarantined = append([]Quarantined(nil), cur.Quarantined...)
 	if err := fn(&next); err != nil {
 		return cur, err
+	}
+	if next.Next != nil && (next.Intent == nil || next.Next.From != next.Intent.Last) {
+		next.Next = nil // a queued unit goes with the intent it follows (a rewind, a drop)
 	}
 	next.Version = Version
 	next.Dataset, next.Partition = k.Dataset, k.Partition
