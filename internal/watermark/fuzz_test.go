@@ -15,6 +15,9 @@ func FuzzHandEditedFile(f *testing.F) {
 	f.Add([]byte(`{"seq":-1}`))
 	f.Add([]byte(`{"seq":5,"generation":9223372036854775807}`))
 	f.Add([]byte(`{"seq":5,"intent":{"from":5,"first":6,"last":9,"rows":4,"id":"x"}}`))
+	f.Add([]byte(`{"seq":5,"intent":{"from":5,"first":6,"last":9,"rows":4},"next":{"from":9,"first":10,"last":12,"rows":3}}`))
+	f.Add([]byte(`{"seq":5,"intent":{"from":5,"first":6,"last":9,"rows":4},"next":{"from":7,"first":8,"last":12,"rows":3}}`))
+	f.Add([]byte(`{"seq":5,"next":{"from":5,"first":6,"last":9,"rows":4}}`))
 	f.Add([]byte(`not json`))
 	f.Add([]byte(``))
 	f.Fuzz(func(t *testing.T, edit []byte) {
@@ -43,6 +46,9 @@ func FuzzHandEditedFile(f *testing.F) {
 		}
 		if got.Intent != nil && got.Intent.From != got.Seq {
 			t.Fatalf("kept an intent from %d at seq %d", got.Intent.From, got.Seq)
+		}
+		if got.Next != nil && (got.Intent == nil || got.Next.From != got.Intent.Last) {
+			t.Fatalf("kept a unit queued from %d behind the intent %+v", got.Next.From, got.Intent)
 		}
 		if _, err := s.Update(k, st.Generation, func(*State) error { return nil }); err != ErrStale {
 			t.Fatalf("a write decided before the edit was not stale: %v", err)

@@ -74,6 +74,44 @@ func TestHandEditIsHonoured(t *testing.T) {
 	}
 }
 
+// A unit queued behind the intent (State.Next) lives and dies with it: a write or a hand
+// edit that drops the intent, or moves the seq away from it, drops the queued unit too, and
+// HoldsQueue stands on both units.
+func TestQueuedUnitGoesWithItsIntent(t *testing.T) {
+	s := Open(t.TempDir(), nil, nil)
+	k := Key{Instance: "fwd", Dataset: "logs", Partition: "source=web"}
+	u := Unit{From: 50, First: 51, Last: 60, Rows: 10}
+	v := Unit{From: 60, First: 61, Last: 70, Rows: 10}
+	st, err := s.Update(k, 0, func(s *State) error { s.Seq, s.Intent, s.Next = 50, &u, &v; return nil })
+	if err != nil || st.Next == nil {
+		t.Fatalf("queue: %+v, %v", st, err)
+	}
+	if ok, err := s.Holds(k, HoldsQueue(50, u, v)); !ok || err != nil {
+		t.Fatalf("HoldsQueue of the units written: %v, %v", ok, err)
+	}
+	if ok, _ := s.Holds(k, HoldsQueue(50, u, Unit{From: 60, First: 61, Last: 69, Rows: 9})); ok {
+		t.Fatal("HoldsQueue held for another queued unit")
+	}
+	// A rewind that only drops the intent drops what was queued behind it.
+	st, err = s.Update(k, st.Generation, func(s *State) error { s.Seq, s.Intent = 20, nil; return nil })
+	if err != nil || st.Next != nil {
+		t.Fatalf("rewind left %+v, %v", st.Next, err)
+	}
+	if _, err := s.Update(k, st.Generation, func(s *State) error { s.Seq, s.Intent, s.Next = 50, &u, &v; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	// A hand edit that moves the seq leaves neither.
+	path, _ := s.Path(k)
+	b, _ := os.ReadFile(path)
+	if err := os.WriteFile(path, []byte(strings.Replace(string(b), `"seq": 50`, `"seq": 20`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(k)
+	if err != nil || got.Seq != 20 || got.Intent != nil || got.Next != nil {
+		t.Fatalf("after the edit %+v (next %+v), %v", got, got.Next, err)
+	}
+}
+
 // TestEditDuringAWriteIsHonoured: an operator's edit that lands after a write was decided
 // but before its rename (while the new contents are being made durable) fails that write
 // instead of being overwritten, for the write an export makes (Update) and for the write
