@@ -1190,6 +1190,49 @@ func TestKillNineAtEveryUnitStep(t *testing.T) {
 	}
 }
 
+// A forward sink ships a partition's units back to back, each queued behind the one in
+// flight (its intent written while that one ships, with the settle of the one before): a
+// kill at every step of the second and third unit of a backlog of several leaves the
+// watermark a unit behind, with a unit in flight and one queued, and the restart, with new
+// rows already waiting, stores every row on the server exactly once.
+func TestKillNineInsideAForwardPipeline(t *testing.T) {
+	t.Parallel()
+	srvHome, srvAddr, tokens := newServerHome(t)
+	startHypServer(t, srvHome, srvAddr, tokens)
+	home, addr := t.TempDir(), freePort(t)
+	writeDaemonYAML(t, home, addr, "", forwardSinkYAML("central", "http://"+srvAddr, tokens))
+	f := newFeeder(0)
+	// A forward unit holds 10,000 rows: 42,000 make five units.
+	feed := func(n int) {
+		for ; n > 0; n -= 6000 {
+			f.ingest(t, addr, "logs", "web", min(n, 6000))
+		}
+	}
+	for _, where := range []string{"after-intent:2", "after-intent:3", "after-ship:2", "after-ship:3", "after-watermark:1", "after-watermark:2"} {
+		d := startHypDaemon(t, home, addr, "HYP_FAILPOINT="+where)
+		feed(42000)
+		runIntoFailpoint(t, home, "central", where, d)
+		// The file the kill left names the unit in flight and the one queued behind it.
+		files, _ := filepath.Glob(filepath.Join(home, "sinks", "central", "watermarks", "logs", "*.json"))
+		var wm struct{ Intent, Next *struct{ From, Last int64 } }
+		if len(files) != 1 {
+			t.Fatalf("%s: watermark files %v, want one", where, files)
+		}
+		if b, err := os.ReadFile(files[0]); err != nil || json.Unmarshal(b, &wm) != nil || wm.Intent == nil || wm.Next == nil || wm.Next.From != wm.Intent.Last {
+			t.Fatalf("%s: the watermark left by the kill holds no unit queued behind the one in flight: %s %v", where, b, err)
+		}
+		d = startHypDaemon(t, home, addr)
+		feed(3000) // new rows arrive before the retry
+		f.take()
+		requireRun(t, home, "", -1)
+		if !checkServer(t, where, srvHome, f.want) {
+			t.FailNow()
+		}
+		requireNoopRun(t, home, "")
+		d.stop(t)
+	}
+}
+
 // ---------- 5. faults between daemon and server ----------
 
 type proxyReq struct {

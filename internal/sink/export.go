@@ -670,7 +670,7 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 			// destination dedupes them.
 			res.err = qn.err
 			return res
-		case qn.stale:
+		case qn.stale && err == nil:
 			log.Info("watermark moved while a unit was shipping; the new position wins", "unit_first", u.First, "unit_last", u.Last)
 			continue
 		}
