@@ -138,12 +138,7 @@ func TestReadAheadShipsWhatReadingAfterwardsShips(t *testing.T) {
 // units, in order, once each (the one in flight again under its id, which the destination
 // dedupes), before any unit of the rows that arrived in between.
 func TestQueuedIntentsSurviveACrash(t *testing.T) {
-	e := newEnv(t, 4)
-	e.d.inst(t, "s1").lim.readAhead = true
-	e.l.ingest(t, e.c, "a", 14)
-	if err := e.c.Flush(e.ctx); err != nil {
-		t.Fatal(err)
-	}
+	e := flushedEnv(t, 14, true)
 	n := 0
 	e.d.inst(t, "s1").hooks.afterWatermark = func(k watermark.Key, u watermark.Unit) {
 		if n++; n == 2 {
@@ -189,13 +184,8 @@ func TestQueuedIntentsSurviveACrash(t *testing.T) {
 // before the queued unit ships: the queued unit never goes out, and the export goes on from
 // the rewound position.
 func TestRewindDropsTheQueuedUnit(t *testing.T) {
-	e := newEnv(t, 4)
+	e := flushedEnv(t, 12, true)
 	x := e.d.inst(t, "s1")
-	x.lim.readAhead = true
-	e.l.ingest(t, e.c, "a", 12)
-	if err := e.c.Flush(e.ctx); err != nil {
-		t.Fatal(err)
-	}
 	n := 0
 	x.hooks.afterShip = func(k watermark.Key, u watermark.Unit) {
 		if n++; n != 1 {
@@ -231,13 +221,8 @@ func TestRewindDropsTheQueuedUnit(t *testing.T) {
 func TestUnitStepsMetric(t *testing.T) {
 	for _, ahead := range []bool{false, true} {
 		t.Run(fmt.Sprintf("read ahead %v", ahead), func(t *testing.T) {
-			e := newEnv(t, 4)
+			e := flushedEnv(t, 14, ahead)
 			x := e.d.inst(t, "s1")
-			x.lim.readAhead = ahead
-			e.l.ingest(t, e.c, "a", 14)
-			if err := e.c.Flush(e.ctx); err != nil {
-				t.Fatal(err)
-			}
 			if res := runNow(t, e.d, "s1"); res.Status != "ok" || res.Units != 4 {
 				t.Fatalf("run: %+v", res)
 			}
@@ -253,4 +238,17 @@ func TestUnitStepsMetric(t *testing.T) {
 			}
 		})
 	}
+}
+
+// flushedEnv is an env of 4-row units whose sink s1 reads ahead as ahead says, with rows
+// rows of source a ingested and flushed.
+func flushedEnv(t *testing.T, rows int, ahead bool) *env {
+	t.Helper()
+	e := newEnv(t, 4)
+	e.d.inst(t, "s1").lim.readAhead = ahead
+	e.l.ingest(t, e.c, "a", rows)
+	if err := e.c.Flush(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	return e
 }
