@@ -11,7 +11,6 @@ package httpbody
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"io"
@@ -20,6 +19,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -78,7 +78,10 @@ func Release(b *bytes.Buffer) {
 
 // gunzipper bundles what decompressing a body needs. Both parts are pooled together: the
 // flate state behind gzip.Reader is tens of kilobytes, and gzip.Reader.Reset would allocate
-// a fresh bufio.Reader for every body that is not already a flate.Reader.
+// a fresh bufio.Reader for every body that is not already a flate.Reader. The reader is
+// klauspost's, a quarter faster than the standard library's on a forward unit's Arrow body
+// (2.5 against 3.4 ms for 1.5 MB); FuzzReadBody holds it to the standard library's
+// verdicts.
 type gunzipper struct {
 	br *bufio.Reader
 	zr gzip.Reader
@@ -271,10 +274,15 @@ func gunzip(dst *bytes.Buffer, src io.Reader, limit int64, keep func(io.Reader) 
 		gunzippers.Put(g)
 	}()
 	g.br.Reset(src)
+	if _, err := g.br.Peek(1); err == io.EOF {
+		// An empty body is an empty request, whatever its declared encoding.
+		return nil
+	}
 	if err := g.zr.Reset(g.br); err != nil {
 		if err == io.EOF {
-			// An empty body is an empty request, whatever its declared encoding.
-			return nil
+			// klauspost's reader reports a header cut short as the end of the input: with
+			// bytes there, it is a truncated body.
+			err = io.ErrUnexpectedEOF
 		}
 		return err
 	}
