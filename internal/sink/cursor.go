@@ -23,8 +23,9 @@ import (
 // a unit ships, the next unit, already read, is queued behind it (its intent written as
 // State.Next: moveQueue), in one write with the settle of the unit delivered before
 // (moveSettleQueued), so that the next unit ships the moment the one in flight is
-// delivered. A unit still ships only once its own intent is durable, and the watermark
-// passes only units delivered.
+// delivered; with nothing left to queue, the last two units of a run settle in one write
+// once the last is delivered (moveSettleThrough). A unit still ships only once its own
+// intent is durable, and the watermark passes only units delivered.
 
 // action is what a partition's watermark asks of an exporter next.
 type action int
@@ -82,6 +83,9 @@ func afterRead(n int64, withheld bool) readAction {
 //	settle      the intent U at P   a rewind or an edit moved the position after U was
 //	            (and V queued       delivered: the new position wins, and the destination
 //	            behind it)          dedupes U if it comes again
+//	settle      the intent U at P   as settle (V was delivered too)
+//	through     and V queued behind
+//	            it
 //	queue       the intent U at P   the position moved while U ships: the new position
 //	                                wins (the queued unit's rows are dropped)
 //	drop        the intent U at P   decide again
@@ -151,6 +155,13 @@ func settle(f inFlight, exported, filtered int64, when time.Time, intent, next *
 		s.LastExportAt, s.LastError = &when, ""
 		return nil
 	}
+}
+
+// moveSettleThrough settles the delivered unit f and cur, queued behind it and delivered
+// too, in one write: the watermark moves past both, counting exported and filtered rows for
+// both.
+func moveSettleThrough(f inFlight, cur watermark.Unit, exported, filtered int64, when time.Time) move {
+	return move{watermark.HoldsQueue(f.at, f.u, cur), settle(inFlight{u: cur}, exported, filtered, when, nil, nil)}
 }
 
 // moveQueue queues next behind f, the unit in flight, so that next ships the moment f is

@@ -660,8 +660,12 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 		if q != nil {
 			qn = <-q
 		}
-		if qn.landed && prev != nil {
+		var owed *delivered // prev, when queueNext left its settle to go with u's (nothing after u)
+		switch {
+		case prev != nil && qn.landed:
 			x.settled(&res, p, k, prev)
+		case prev != nil && !qn.stale && qn.err == nil:
+			owed = prev
 		}
 		prev = nil
 		switch {
@@ -685,9 +689,15 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 				continue
 			}
 			// Nothing queued behind u, or a replayed u's own queued unit, which the settle
-			// makes the intent (the next turn replays it).
+			// makes the intent (the next turn replays it); a settle owed for the unit before
+			// u goes in the same write.
 			t = time.Now()
-			_, landed, err := x.advance(k, moveSettle(inFlight{at, u}, rows.rows, rows.filtered(), x.now().UTC(), queued))
+			done := &delivered{f: inFlight{at, u}, rows: rows.rows, filtered: rows.filtered(), bytes: n}
+			m := moveSettle(done.f, done.rows, done.filtered, x.now().UTC(), queued)
+			if owed != nil {
+				m = moveSettleThrough(owed.f, u, owed.rows+done.rows, owed.filtered+done.filtered, x.now().UTC())
+			}
+			_, landed, err := x.advance(k, m)
 			x.step("record", t)
 			if err != nil || !landed {
 				if err != nil {
@@ -697,10 +707,25 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 				log.Info("watermark moved while a unit was shipping; the new position wins", "unit_first", u.First, "unit_last", u.Last)
 				continue
 			}
-			x.settled(&res, p, k, &delivered{f: inFlight{at, u}, rows: rows.rows, filtered: rows.filtered(), bytes: n})
+			if owed != nil {
+				x.settled(&res, p, k, owed)
+			}
+			x.settled(&res, p, k, done)
 			continue
 		}
 		qn.next.rows.release() // a queued unit never ships before the one it follows
+		if owed != nil {
+			// The settle owed first: it makes u the intent that u's failure is recorded on.
+			_, landed, err := x.advance(k, moveSettleQueued(owed.f, owed.rows, owed.filtered, x.now().UTC(), u, nil))
+			if err != nil || !landed {
+				if err != nil {
+					res.err = err
+					return res
+				}
+				continue // a rewind or an edit: the new position wins
+			}
+			x.settled(&res, p, k, owed)
+		}
 		var poison *errPoison
 		switch {
 		case errors.As(err, &poison) || (errors.Is(err, errTooLarge) && u.Rows <= 1):
@@ -790,8 +815,9 @@ type queuedNext struct {
 
 // queueNext runs beside the ship of cur: it decides the unit after cur from the rows read
 // ahead and queues its intent behind cur, in one write with the settle of prev (delivered
-// before cur shipped) when there is one. It only reads ahead and writes the watermark; the
-// loop alone ships, and it waits for queueNext before it writes or ships anything else.
+// before cur shipped) when there is one. With nothing to queue it writes nothing, and the
+// loop settles prev with cur. It only reads ahead and writes the watermark; the loop alone
+// ships, and it waits for queueNext before it writes or ships anything else.
 func (x *instance) queueNext(p Part, k watermark.Key, ahead *readAhead, cur inFlight, prev *delivered, head int64, lim limits) queuedNext {
 	t := time.Now()
 	nx := x.decideAhead(p, ahead, cur.u.Last, head, lim)
@@ -800,16 +826,14 @@ func (x *instance) queueNext(p Part, k watermark.Key, ahead *readAhead, cur inFl
 	}
 	var m move
 	switch {
-	case prev != nil:
-		var queue *watermark.Unit
-		if nx.rows != nil {
-			queue = &nx.u
-		}
-		m = moveSettleQueued(prev.f, prev.rows, prev.filtered, x.now().UTC(), cur.u, queue)
-	case nx.rows != nil:
-		m = moveQueue(cur, nx.u)
-	default:
+	case nx.rows == nil:
+		// Nothing to queue: prev's settle, if any, waits for cur's answer and goes in the
+		// same write as cur's, so a run's last two units cost one write, not two.
 		return queuedNext{}
+	case prev != nil:
+		m = moveSettleQueued(prev.f, prev.rows, prev.filtered, x.now().UTC(), cur.u, &nx.u)
+	default:
+		m = moveQueue(cur, nx.u)
 	}
 	t = time.Now()
 	_, landed, err := x.advance(k, m)

@@ -215,9 +215,48 @@ func TestRewindDropsTheQueuedUnit(t *testing.T) {
 	}
 }
 
+// The last unit of a run settles together with the one before it; when the last one fails
+// instead, the one before is settled first, and the failure is the last one's alone: a
+// transient failure leaves it the intent for the next run, a poison one is quarantined.
+func TestLastUnitFailsWhileTheOneBeforeIsOwed(t *testing.T) {
+	for _, poison := range []bool{false, true} {
+		t.Run(fmt.Sprintf("poison %v", poison), func(t *testing.T) {
+			e := flushedEnv(t, 8, true)
+			calls := 0
+			e.fakes["s1"].fail = func(shipCall) (bool, error) {
+				if calls++; calls != 2 {
+					return false, nil
+				}
+				if poison {
+					return false, &errPoison{status: 422, err: errors.New("422: not acceptable")}
+				}
+				return false, errors.New("injected: destination unavailable")
+			}
+			res := runNow(t, e.d, "s1")
+			st := getWM(t, e.d, key("s1", "a"))
+			switch {
+			case poison && (res.Status != "partial" || st.Seq != 8 || st.Intent != nil || st.Next != nil || len(st.Quarantined) != 1 || st.ExportedRows != 4):
+				t.Fatalf("after a poison last unit: %+v, watermark %+v", res, st)
+			case !poison && (res.Status == "ok" || st.Seq != 4 || st.Intent == nil || st.Intent.From != 4 || st.Next != nil || st.ExportedRows != 4):
+				t.Fatalf("after a failed last unit: %+v, watermark %+v (intent %+v)", res, st, st.Intent)
+			}
+			if poison {
+				return
+			}
+			if res := runNow(t, e.d, "s1"); res.Status != "ok" || res.Rows != 4 {
+				t.Fatalf("retry: %+v", res)
+			}
+			if st := getWM(t, e.d, key("s1", "a")); st.Seq != 8 || st.Intent != nil || st.ExportedRows != 8 {
+				t.Fatalf("after the retry: %+v", st)
+			}
+			exactlyOnce(t, e.l, e.fakes["s1"].all(), "a")
+		})
+	}
+}
+
 // hyp_sink_unit_step_seconds sees every unit's steps: one read and one ship a unit; with
 // the next unit read ahead one watermark write a unit (queueing the next with the settle of
-// the one before), the first intent and the last settle, without it two.
+// the one before; the last two units settle together) and the first intent, without it two.
 func TestUnitStepsMetric(t *testing.T) {
 	for _, ahead := range []bool{false, true} {
 		t.Run(fmt.Sprintf("read ahead %v", ahead), func(t *testing.T) {
@@ -231,7 +270,7 @@ func TestUnitStepsMetric(t *testing.T) {
 			}
 			records := 8.0
 			if ahead {
-				records = 6
+				records = 5
 			}
 			if r, s, w := count("read"), count("ship"), count("record"); r != 4 || s != 4 || w != records {
 				t.Fatalf("steps observed: read %v, ship %v, record %v; want 4, 4, %v", r, s, w, records)
