@@ -148,11 +148,14 @@ func clusterRun(bin, minioBin string, gateways, rows, replicas int, groupBytes i
 
 	// Every gateway is up before any forwards (their schedule never fires): then each is
 	// asked for a run at once, over its control socket, so the window measures what the
-	// replicas store while 50 senders send, not how the gateways' start-ups line up.
+	// replicas store while 50 senders send, not how the gateways' start-ups line up. They
+	// send zstd bodies, as README advises between hyp nodes (with gzip, the default for
+	// other receivers, the replica spends a tenth more CPU a row and stores a tenth fewer
+	// rows a second: PERFORMANCE-LOG.md, 2026-12-08).
 	ds := make([]*proc, gateways)
 	err = parallel(gateways, 8, func(i int) error {
 		list := append(append([]string{}, urls[i%replicas:]...), urls[:i%replicas]...)
-		sinks := fmt.Sprintf("sinks:\n  central:\n    type: forward\n    url: [%s]\n    token_file: %q\n    schedule: \"@every 8760h\"\n", strings.Join(list, ", "), tokens)
+		sinks := fmt.Sprintf("sinks:\n  central:\n    type: forward\n    url: [%s]\n    token_file: %q\n    compression: zstd\n    schedule: \"@every 8760h\"\n", strings.Join(list, ", "), tokens)
 		var err error
 		ds[i], err = gatewayDaemon(bin, homes[i], sinks)
 		return err
@@ -257,7 +260,7 @@ func clusterRun(bin, minioBin string, gateways, rows, replicas int, groupBytes i
 		MaxCommitLagS: maxLag, CommitIntervalS: clusterCommitInterval.Seconds(), StoredTwice: twice,
 		StagedFilesPer1M: float64(files) * 1e6 / float64(total), ReplicaCPUPer1M: replicaCPU.Seconds() * 1e6 / float64(total),
 		GatewayCPUSeconds: gatewayCPU.Seconds()}
-	fmt.Printf("cluster: %d gateways x %d rows -> %d replica(s) (taskset one core each), MinIO + PostgreSQL: %.0f rows/s stored (%d rows in %s from the first stored row; %s from the runs asked), all committed %s later, largest commit lag %.1fs; lake holds %d rows, %d stored twice; %d staged data files (%.1f per 1M rows) from %d groups; CPU: replicas %.1fs (%.2f per 1M rows), gateways %.1fs (%.1fs of it in the runs)\n",
+	fmt.Printf("cluster: %d gateways x %d rows, zstd bodies -> %d replica(s) (taskset one core each), MinIO + PostgreSQL: %.0f rows/s stored (%d rows in %s from the first stored row; %s from the runs asked), all committed %s later, largest commit lag %.1fs; lake holds %d rows, %d stored twice; %d staged data files (%.1f per 1M rows) from %d groups; CPU: replicas %.1fs (%.2f per 1M rows), gateways %.1fs (%.1fs of it in the runs)\n",
 		gateways, rows, replicas, float64(total)/window.Seconds(), total, window.Round(time.Millisecond), stored.Sub(start).Round(time.Millisecond),
 		committed.Sub(stored).Round(time.Millisecond), maxLag, lakeRows, twice, files, float64(files)*1e6/float64(total), groups,
 		replicaCPU.Seconds(), replicaCPU.Seconds()*1e6/float64(total), gatewayCPU.Seconds(), (gatewayCPU - idleCPU).Seconds())
