@@ -645,11 +645,11 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 		}
 		// A forward sink queues the next unit's intent while u ships (with prev's settle),
 		// unless a replayed u brought its own queued unit, which is the next one.
-		var q chan queuedNext
+		var queuing chan queuedNext
 		if lim.readAhead && queued == nil && (prev != nil || u.Last < head) {
-			q = make(chan queuedNext, 1)
+			queuing = make(chan queuedNext, 1)
 			go func(ahead *readAhead, cur inFlight, prev *delivered) {
-				q <- x.queueNext(p, k, ahead, cur, prev, head, lim)
+				queuing <- x.queueNext(p, k, ahead, cur, prev, head, lim)
 			}(ahead, inFlight{at, u}, prev)
 		}
 		t := time.Now()
@@ -657,8 +657,8 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 		x.step("ship", t)
 		rows.release()
 		var qn queuedNext
-		if q != nil {
-			qn = <-q
+		if queuing != nil {
+			qn = <-queuing
 		}
 		var owed *delivered // prev, when queueNext left its settle to go with u's (nothing after u)
 		switch {
