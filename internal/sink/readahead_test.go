@@ -157,6 +157,18 @@ func TestQueuedIntentsSurviveACrash(t *testing.T) {
 		t.Fatalf("after the second settle: %d calls, watermark %+v (next %+v); want the second unit's end, the third unit in flight and the fourth queued", len(calls), st, st.Next)
 	}
 	inFlight, queued := *st.Intent, *st.Next
+	// sink status shows both.
+	ss, err := e.d.Status(e.ctx, "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(ss[0].Partitions, func(ps PartitionStatus) bool { return ps.Partition == "source=a" })
+	if i < 0 {
+		t.Fatalf("status has no source=a: %+v", ss)
+	}
+	if ps := ss[0].Partitions[i]; ps.InFlight == nil || *ps.InFlight != inFlight || ps.Queued == nil || *ps.Queued != queued {
+		t.Fatalf("status in flight %+v, queued %+v; want %+v, %+v", ps.InFlight, ps.Queued, inFlight, queued)
+	}
 
 	e.l.ingest(t, e.c, "a", 3)
 	if err := e.c.Flush(e.ctx); err != nil {

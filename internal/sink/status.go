@@ -36,10 +36,13 @@ type PartitionStatus struct {
 	Withheld     bool  `json:"withheld"`
 	WithheldRows int64 `json:"withheld_rows"`
 	// FilteredRows counts the exported rows the sink's transform dropped.
-	FilteredRows int64             `json:"filtered_rows"`
-	InFlight     *watermark.Unit   `json:"in_flight"`
-	LastRewind   *watermark.Rewind `json:"last_rewind"`
-	Generation   int64             `json:"generation"`
+	FilteredRows int64           `json:"filtered_rows"`
+	InFlight     *watermark.Unit `json:"in_flight"`
+	// Queued is the unit decided behind InFlight (a forward sink ships it the moment
+	// InFlight is answered): while it ships, the watermark still stands before InFlight.
+	Queued     *watermark.Unit   `json:"queued"`
+	LastRewind *watermark.Rewind `json:"last_rewind"`
+	Generation int64             `json:"generation"`
 }
 
 // InstanceStatus is one sink and every partition it covers.
@@ -107,7 +110,7 @@ func (d *Driver) partitionStatus(ctx context.Context, x *instance, cp cache.Part
 		LastExportAt: st.LastExportAt, LastError: st.LastError,
 		Gaps: st.Gaps, Quarantined: st.Quarantined,
 		Withheld: x.withheld(p), WithheldRows: st.WithheldRows, FilteredRows: st.FilteredRows,
-		InFlight: st.Intent, LastRewind: st.LastRewind, Generation: st.Generation,
+		InFlight: st.Intent, Queued: st.Next, LastRewind: st.LastRewind, Generation: st.Generation,
 	}
 	if ps.Gaps == nil {
 		ps.Gaps = []watermark.Gap{}
