@@ -148,6 +148,8 @@ func moveSettleQueued(f inFlight, exported, filtered int64, when time.Time, cur 
 	return move{watermark.HoldsQueue(f.at, f.u, cur), settle(f, exported, filtered, when, &cur, next)}
 }
 
+// settle is every settle's change: the watermark past f, its rows counted, intent and next
+// the units in flight after it (nil for none).
 func settle(f inFlight, exported, filtered int64, when time.Time, intent, next *watermark.Unit) func(*watermark.State) error {
 	return func(s *watermark.State) error {
 		s.Seq, s.ExportedRows, s.Intent, s.Next = f.u.Last, s.ExportedRows+exported, intent, next
