@@ -276,3 +276,33 @@ func TestCacheUnderPathsURIsWouldMangle(t *testing.T) {
 		v.Release()
 	}
 }
+
+// A new partition's first table is created, then made current (CURRENT). When making it
+// current fails (a full disk: TestFullDiskAnswersErrorsAndRecovers hit it), the flush fails
+// and the table it created goes, so the next flush creates it again and keeps every row,
+// instead of failing on "table already exists" for good.
+func TestFirstGenerationSurvivesAFailedSwitch(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	c := openTest(t, dir)
+	if _, err := c.Ingest("logs", "web", body(0, 10, "")); err != nil {
+		t.Fatal(err)
+	}
+	// A directory where CURRENT goes makes its atomic replacement fail, even for root.
+	cur := filepath.Join(dir, "logs", "source=web", "CURRENT")
+	if err := os.MkdirAll(filepath.Join(cur, "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(ctx); err == nil {
+		t.Fatal("flush succeeded with CURRENT unwritable")
+	}
+	if err := os.RemoveAll(cur); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatalf("flush once CURRENT can be written: %v", err)
+	}
+	if _, ids, _ := collect(t, c, "logs", "source=web", 0, 1<<62); len(ids) != 10 {
+		t.Fatalf("%d rows after the retry, want 10", len(ids))
+	}
+}

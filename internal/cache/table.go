@@ -153,8 +153,14 @@ func createGeneration(ctx context.Context, cat *hadoop.Catalog, warehouse string
 	// land elsewhere. Escaped file:// URIs round-trip through its LocalFS.
 	props[table.WriteDataPathKey] = fileURI(tableDir(dir).data())
 	props[table.WriteMetadataPathKey] = fileURI(tableDir(dir).metadata())
+	_, statErr := os.Stat(dir)
 	tbl, err := cat.CreateTable(ctx, ident, sc, catalog.WithProperties(props))
 	if err != nil {
+		if errors.Is(statErr, os.ErrNotExist) {
+			// What a create that failed half way (a full disk) left would make every later
+			// create of this generation fail as existing; it holds no rows.
+			_ = os.RemoveAll(dir)
+		}
 		return nil, fmt.Errorf("create table %v: %w", ident, err)
 	}
 	return &generation{name: name, dir: dir, ident: ident, cat: cat, tbl: tbl, marks: m, escaped: escaped}, nil

@@ -305,6 +305,11 @@ func (ts *tableSet) newGeneration(ctx context.Context, p *Partition, n int, cols
 		return nil, err
 	}
 	if err := setCurrent(p.dir, g.name); err != nil {
+		// Never current, so empty and unread: it goes, or the next attempt at generation n
+		// (the next flush) would find it and fail for good (a full disk did this).
+		if rerr := os.RemoveAll(g.dir); rerr != nil {
+			return nil, fmt.Errorf("%w (and removing the table it was to point at: %v)", err, rerr)
+		}
 		return nil, err
 	}
 	return g, nil
