@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -153,7 +154,7 @@ func TestArrowGroupMatchesRows(t *testing.T) {
 			t.Fatalf("columns made in the order %v, by the row path %v", g, w)
 		}
 		got, want := batchColumns(cols), batchColumns(rows)
-		gotNames, wantNames := mapKeys(got), mapKeys(want)
+		gotNames, wantNames := slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want))
 		if !slices.Equal(gotNames, wantNames) {
 			t.Fatalf("columns %v, the row path's %v", gotNames, wantNames)
 		}
@@ -175,15 +176,6 @@ func builderNames(b *batch) []string {
 	for _, c := range b.cols {
 		out = append(out, fmt.Sprintf("%s %s", c.Name, c.Type))
 	}
-	return out
-}
-
-func mapKeys(m map[string]arrow.Array) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
 	return out
 }
 

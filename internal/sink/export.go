@@ -682,17 +682,17 @@ func (x *instance) exportPartition(ctx context.Context, p Part, head int64) part
 			if x.hooks.afterShip != nil {
 				x.hooks.afterShip(k, u)
 			}
+			done := &delivered{f: inFlight{at, u}, rows: rows.rows, filtered: rows.filtered(), bytes: n}
 			if qn.next.rows != nil {
 				// The next unit is queued behind u: it ships now, and u's settle rides on
 				// the write that queues the one after it.
-				prev, next = &delivered{f: inFlight{at, u}, rows: rows.rows, filtered: rows.filtered(), bytes: n}, qn.next
+				prev, next = done, qn.next
 				continue
 			}
 			// Nothing queued behind u, or a replayed u's own queued unit, which the settle
 			// makes the intent (the next turn replays it); a settle owed for the unit before
 			// u goes in the same write.
 			t = time.Now()
-			done := &delivered{f: inFlight{at, u}, rows: rows.rows, filtered: rows.filtered(), bytes: n}
 			m := moveSettle(done.f, done.rows, done.filtered, x.now().UTC(), queued)
 			if owed != nil {
 				m = moveSettleThrough(owed.f, u, owed.rows+done.rows, owed.filtered+done.filtered, x.now().UTC())
